@@ -107,7 +107,9 @@ def lambertw(x):
     if x == np.inf:
         return np.inf
     if x > 1e300:
-        return lambertw_exp(math.log(x))
+        # refine on the log scale, where w e^w = x cannot overflow
+        lx = math.log(x)
+        return _refine_w_log(lx - math.log(lx), lx)
     # Starting points: branch-point series near -1/e, log-based for large x, x otherwise.
     if x < -0.25:
         p = math.sqrt(2.0 * (math.e * x + 1.0))

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -72,13 +73,18 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
 
     _has_proba = True
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
     def _validate_X(self, X):
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return X
 
-    def decision_function(self, X):
-        """Scores ``X @ coef_.T + intercept_``, shape (N, K)."""
+    def scores(self, X):
+        """All K scores ``X @ coef_.T + intercept_``, shape (N, K), also for K = 2."""
         X = self._validate_X(X)
         s = X @ self.coef_.T
         s = np.asarray(s.toarray() if sp.issparse(s) else s)
@@ -86,19 +92,26 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
             s = s + self.intercept_
         return s
 
+    def decision_function(self, X):
+        """scikit-learn's convention: the (N, K) scores, or for K = 2 the (N,) margin of
+        ``classes_[1]`` over ``classes_[0]``. Use :meth:`scores` for all K columns."""
+        s = self.scores(X)
+        return s[:, 1] - s[:, 0] if s.shape[1] == 2 else s
+
     def predict(self, X):
         """Class of the largest score."""
-        return self.classes_[np.argmax(self.decision_function(X), axis=1)]
+        s = self.scores(X)
+        return self.classes_[np.argmax(s, axis=1)]
 
+    @available_if(lambda self: self._has_proba)
     def predict_proba(self, X):
         """Softmax probabilities, shape (N, K), columns in the order of ``classes_``."""
-        if not self._has_proba:
-            raise AttributeError(f"{type(self).__name__} has no probabilistic model")
-        return softmax(self.decision_function(X), axis=1)
+        return softmax(self.scores(X), axis=1)
 
+    @available_if(lambda self: self._has_proba)
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, computed stably."""
-        s = self.decision_function(X)
+        s = self.scores(X)
         return s - np.logaddexp.reduce(s, axis=1, keepdims=True)
 
     # -- fitting helpers shared by every estimator ---------------------------------------
@@ -130,9 +143,6 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
                 f"{' …' if np.sum(bad) > 5 else ''}"
             )
         return pos.astype(np.int64)
-
-    def _more_tags(self):  # scikit-learn < 1.6
-        return {"requires_y": True}
 
 
 class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):

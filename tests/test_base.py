@@ -1,0 +1,100 @@
+"""The shared estimator contract, exercised through a trivial estimator built on it."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from xclib.base import DivergenceWarning, IterativeSoftmaxEstimator, as_csr, as_generator
+from xclib.exact import softmax_objective
+
+
+class FullBatchGD(IterativeSoftmaxEstimator):
+    """Gradient descent on -L(W)/N: the smallest possible estimator on the base."""
+
+    def __init__(self, learning_rate=1.0, n_epochs=5, random_state=None, verbose=0):
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _init_state(self, X, y, rng):
+        return {"W": rng.normal(scale=1e-3, size=(self.classes_.shape[0], X.shape[1]))}
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        _, g, _ = softmax_objective(state["W"], X, y)
+        state["W"] -= self.learning_rate * g / X.shape[0]
+
+    def _coef(self, state):
+        return state["W"], None
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 10, density=0.5, format="csr", random_state=np.random.RandomState(0))
+    y = rng.integers(0, 3, size=200)
+    return X, y
+
+
+def test_history_and_fit_contract():
+    X, y = _data()
+    m = FullBatchGD(n_epochs=4, random_state=0).fit(X, y, eval_set=(X[:50], y[:50]))
+    assert m.n_epochs_ == 4 and not m.diverged_
+    assert m.history_["epoch"] == [1, 2, 3, 4]
+    assert np.all(np.diff(m.history_["train_loss"]) < 0)
+    assert np.all(np.diff(m.history_["time"]) >= 0)
+    assert len(m.history_["eval_loss"]) == 4 and np.isfinite(m.history_["eval_error"]).all()
+    assert m.coef_.shape == (3, 10)
+
+
+def test_same_seed_same_numbers():
+    X, y = _data()
+    a = FullBatchGD(random_state=3).fit(X, y).coef_
+    b = FullBatchGD(random_state=3).fit(X, y).coef_
+    np.testing.assert_array_equal(a, b)
+    assert as_generator(np.random.RandomState(1)).integers(100) == as_generator(np.random.RandomState(1)).integers(100)
+
+
+def test_divergence_keeps_last_finite_weights():
+    X, y = _data()
+    with pytest.warns(DivergenceWarning, match="diverged in epoch"):
+        m = FullBatchGD(learning_rate=1e308, n_epochs=6, random_state=0).fit(X, y)
+    assert m.diverged_
+    assert np.all(np.isfinite(m.coef_))
+    assert m.n_epochs_ < 6 and len(m.history_["train_loss"]) == m.n_epochs_
+
+
+def test_clear_errors_on_bad_input():
+    X, y = _data()
+    m = FullBatchGD()
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        m.fit(X, y[:10])
+    with pytest.raises(ValueError, match="0 sample"):
+        m.fit(X[:0], y[:0])
+    with pytest.raises(ValueError, match="not seen in training"):
+        m.fit(X, y, eval_set=(X[:5], np.array([0, 1, 2, 7, 9])))
+    m.fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        m.predict(sp.random(3, 11, format="csr"))
+    with pytest.raises(ValueError, match="n_epochs"):
+        FullBatchGD(n_epochs=-1).fit(X, y)
+
+
+def test_as_csr_is_canonical():
+    X = sp.csr_matrix((np.ones(3), np.array([2, 0, 2]), np.array([0, 3])), shape=(1, 3))
+    C = as_csr(X)
+    assert C.has_canonical_format and C.dtype == np.float64
+    np.testing.assert_array_equal(C.toarray(), [[1.0, 0.0, 2.0]])
+
+
+def test_progress_bar_runs():
+    X, y = _data()
+    FullBatchGD(n_epochs=2, verbose=1).fit(X, y)
+
+
+@parametrize_with_checks([FullBatchGD()])
+def test_sklearn_estimator_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DivergenceWarning)
+        check(estimator)

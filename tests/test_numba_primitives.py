@@ -1,0 +1,92 @@
+"""The shared numba primitives against NumPy/SciPy."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import lambertw as sp_lambertw
+from scipy.special import logsumexp as sp_logsumexp
+
+from xclib._numba import (
+    draw_other_classes,
+    lambertw,
+    lambertw_exp,
+    logsumexp,
+    other_class,
+    sparse_row_axpy,
+    sparse_row_dot,
+)
+
+
+def _random_csr(rng, n=20, d=30, density=0.2):
+    return sp.random(n, d, density=density, format="csr", random_state=np.random.RandomState(rng.integers(1 << 30)))
+
+
+def test_sparse_row_dot_and_axpy_match_numpy():
+    rng = np.random.default_rng(0)
+    X = _random_csr(rng)
+    w = rng.normal(size=X.shape[1])
+    for i in range(X.shape[0]):
+        idx = X.indices[X.indptr[i]:X.indptr[i + 1]]
+        val = X.data[X.indptr[i]:X.indptr[i + 1]]
+        assert sparse_row_dot(idx, val, w) == pytest.approx(X[i].toarray().ravel() @ w, abs=1e-12)
+        w2 = w.copy()
+        sparse_row_axpy(-0.7, idx, val, w2)
+        np.testing.assert_allclose(w2, w - 0.7 * X[i].toarray().ravel(), atol=1e-14)
+
+
+@pytest.mark.parametrize("shift", [0.0, 700.0, -800.0, 1e5])
+def test_logsumexp_matches_scipy_without_overflow(shift):
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=50) * 10 + shift
+    assert logsumexp(a) == pytest.approx(sp_logsumexp(a), rel=1e-14)
+
+
+def test_logsumexp_edge_cases():
+    assert logsumexp(np.array([])) == -np.inf
+    assert logsumexp(np.array([-np.inf, -np.inf])) == -np.inf
+    assert logsumexp(np.array([np.inf, 0.0])) == np.inf
+
+
+def test_lambertw_matches_scipy_on_its_domain():
+    xs = np.concatenate([np.linspace(-0.36, 3, 50), np.logspace(-300, 308, 200)])
+    ours = np.array([lambertw(x) for x in xs])
+    np.testing.assert_allclose(ours, sp_lambertw(xs).real, rtol=2e-13, atol=1e-300)
+    assert np.isnan(lambertw(-1.0))
+    assert lambertw(-np.exp(-1)) == pytest.approx(-1.0)
+
+
+def test_lambertw_near_the_branch_point():
+    # W is ill-conditioned at -1/e (dW/dx ~ 1/sqrt(x + 1/e)): both libraries inherit the
+    # rounding of x itself, so compare the defining equation and scipy only loosely.
+    xs = -np.exp(-1) + np.logspace(-12, -1, 20)
+    ours = np.array([lambertw(x) for x in xs])
+    np.testing.assert_allclose(ours * np.exp(ours), xs, rtol=0, atol=2e-16)
+    np.testing.assert_allclose(ours, sp_lambertw(xs).real, atol=1e-10)
+    assert np.all(ours > -1.0)
+
+
+def test_lambertw_exp_log_scale_never_overflows():
+    zs = np.linspace(-700, 700, 301)
+    ours = np.array([lambertw_exp(z) for z in zs])
+    np.testing.assert_allclose(ours, sp_lambertw(np.exp(zs)).real, rtol=2e-13, atol=1e-300)
+    for z in (1e3, 1e6, 1e12, 1e300):
+        w = lambertw_exp(z)
+        assert np.isfinite(w) and w > 0
+        # defining equation on the log scale: w + log w = z
+        assert w + np.log(w) == pytest.approx(z, rel=1e-15)
+    assert lambertw_exp(-np.inf) == 0.0
+
+
+def test_other_class_is_uniform_and_never_the_label():
+    rng = np.random.default_rng(2)
+    k = 7
+    y = rng.integers(0, k, size=70000)
+    draws = draw_other_classes(rng, y, k)
+    assert np.all(draws != y) and draws.min() >= 0 and draws.max() < k
+    for label in range(k):
+        counts = np.bincount(draws[y == label], minlength=k)
+        others = np.delete(counts, label)
+        assert counts[label] == 0
+        assert others.min() > 0.8 * others.mean()
+    assert [other_class(r, 2) for r in range(4)] == [0, 1, 3, 4]
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        draw_other_classes(rng, np.zeros(3, dtype=int), 1)
