@@ -1,0 +1,146 @@
+"""Tests of the learning-rate explorer (xclib/explorer.py)."""
+import re
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from xclib.base import DivergenceWarning  # noqa: E402
+from xclib.explorer import (  # noqa: E402
+    explore_learning_rates,
+    offline_jshtml,
+    sweep_html,
+    sweep_learning_rates,
+)
+
+
+def gd_history(method, rate, n_epochs):
+    """Gradient descent on f(w) = w²/2 from w = 1 (step 'rate'): diverges for rate > 2."""
+    w, epochs, losses = 1.0, [], []
+    scale = 2.0 if method == "double" else 1.0
+    for e in range(1, n_epochs + 1):
+        w = w - scale * rate * w
+        loss = 0.5 * w * w
+        if not np.isfinite(loss) or loss > 1e6:
+            warnings.warn("blew up", DivergenceWarning)
+            break
+        epochs.append(e)
+        losses.append(loss)
+    return {"epoch": epochs, "train_loss": losses}
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, method, rate, n_epochs):
+        self.calls.append((method, rate, n_epochs))
+        return gd_history(method, rate, n_epochs)
+
+
+def test_sweep_calls_run_for_every_pair():
+    rec = Recorder()
+    rates = [0.5, 0.1, 1.0]
+    sweep = sweep_learning_rates(rec, rates, ["plain", "double"], n_epochs=4)
+    assert sorted(rec.calls) == sorted(
+        (m, r, 4) for m in ["plain", "double"] for r in rates
+    )
+    assert list(sweep) == ["plain", "double"]
+    assert list(sweep["plain"]) == [0.1, 0.5, 1.0]  # ascending
+    h = sweep["plain"][0.5]
+    np.testing.assert_allclose(h["train_loss"], [0.5 * 0.5 ** (2 * e) for e in range(1, 5)])
+    assert not h["diverged"]
+
+
+def test_unnamed_method_gets_none():
+    rec = Recorder()
+    sweep = sweep_learning_rates(rec, [0.1], None, n_epochs=2)
+    assert rec.calls == [(None, 0.1, 2)]
+    assert list(sweep) == [""]
+
+
+def test_diverged_runs_are_marked_and_warning_swallowed():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DivergenceWarning)  # must not escape the sweep
+        sweep = sweep_learning_rates(gd_history, [0.5, 5.0], ["plain"], n_epochs=30)
+    assert not sweep["plain"][0.5]["diverged"]
+    assert sweep["plain"][5.0]["diverged"]
+    assert len(sweep["plain"][5.0]["epoch"]) < 30
+
+
+def test_nan_history_and_arithmetic_error_count_as_diverged():
+    def run(method, rate, n):
+        if rate > 1:
+            raise FloatingPointError("overflow")
+        return {"epoch": [1, 2], "train_loss": [1.0, np.nan]}
+
+    sweep = sweep_learning_rates(run, [0.1, 2.0], None, n_epochs=2)
+    assert sweep[""][0.1]["diverged"] and sweep[""][2.0]["diverged"]
+    assert "type=\"range\"" in sweep_html(sweep, 2)  # drawing them must not fail
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(ValueError, match="rates"):
+        sweep_learning_rates(gd_history, [], None)
+    with pytest.raises(ValueError, match="rates"):
+        sweep_learning_rates(gd_history, [0.1, -1.0], None)
+    with pytest.raises(KeyError, match="epoch"):
+        sweep_learning_rates(lambda m, r, n: {"loss": [1.0]}, [0.1], None)
+    with pytest.raises(ValueError, match="n_epochs"):
+        explore_learning_rates(gd_history, [0.1], n_epochs=0, live=False)
+
+
+def _frames(html):
+    return sorted({int(i) for i in re.findall(r"frames\[(\d+)\]", html)})
+
+
+def test_html_is_offline_with_slider_and_one_frame_per_rate():
+    sweep = sweep_learning_rates(gd_history, [0.01, 0.1, 1.0, 1.9, 3.0], ["plain", "double"],
+                                 n_epochs=8)
+    before = set(plt.get_fignums())
+    html = sweep_html(sweep, 8, reference=0.0, title="toy", logy=False)
+    assert set(plt.get_fignums()) == before  # the figure is closed, not shown as a still
+    assert 'type="range"' in html
+    assert _frames(html) == list(range(5))
+    assert not re.search(r"""(href|src)\s*=\s*["']?https?:""", html)
+    assert "font-awesome" not in html and 'class="fa ' not in html
+    assert "maxcdn" not in html
+
+
+def test_offline_jshtml_replaces_icons():
+    raw = ('<link rel="stylesheet"\nhref="https://maxcdn.bootstrapcdn.com/font-awesome/4.4.0/'
+           'css/font-awesome.min.css"><button><i class="fa fa-play"></i></button>'
+           '<button><i class="fa fa-play fa-flip-horizontal"></i></button>')
+    out = offline_jshtml(raw)
+    assert "http" not in out
+    assert "&#9654;" in out and "&#9664;" in out
+    with pytest.raises(RuntimeError):
+        offline_jshtml('<script src="https://cdn.example/x.js"></script>')
+
+
+def test_explore_returns_sweep_and_displays_html(monkeypatch):
+    shown = []
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+    sweep = explore_learning_rates(gd_history, [0.1, 0.5, 40.0], ["plain"], n_epochs=5,
+                                   reference=1e-3, logy=True, live=False)
+    assert set(sweep["plain"]) == {0.1, 0.5, 40.0}
+    assert sweep["plain"][40.0]["diverged"]
+    assert len(shown) == 1 and 'type="range"' in shown[0].data
+
+
+def test_accepts_estimator_history():
+    class Est:
+        history_ = {"epoch": [1, 2, 3], "time": [0.1, 0.2, 0.3],
+                    "train_loss": [2.0, 1.5, 1.2], "train_error": [0.5, 0.4, 0.3]}
+        diverged_ = False
+
+    sweep = sweep_learning_rates(lambda m, r, n: Est(), [0.1], ["sgd"], n_epochs=3,
+                                 metric="train_error")
+    np.testing.assert_allclose(sweep["sgd"][0.1]["train_error"], [0.5, 0.4, 0.3])
+    assert not sweep["sgd"][0.1]["diverged"]

@@ -1,0 +1,347 @@
+"""The learning-rate explorer every chapter reuses.
+
+A chapter gives a function ``run(method, rate, n_epochs) -> history`` (a fitted estimator's
+``history_`` works: a dict with the key ``"epoch"`` and the metric) and a grid of learning
+rates. :func:`explore_learning_rates` then
+
+1. precomputes the sweep over every (method, rate) pair (:func:`sweep_learning_rates`);
+2. shows it as a matplotlib animation with one frame per learning rate, embedded as
+   JavaScript (``FuncAnimation.to_jshtml``) so that its slider works in the static HTML of
+   the book, without a kernel and without the internet (:func:`sweep_html` removes the Font
+   Awesome stylesheet matplotlib links from a CDN and puts text on the buttons);
+3. when run live in Jupyter (an IPython kernel, and ``XCLIB_BUILD`` unset), adds
+   ``ipywidgets`` controls (method, learning rate on a log slider, epochs) that re-run
+   ``run`` and redraw the curves;
+4. returns the sweep ``{method: {rate: history}}`` so the notebook can record numbers.
+
+A run *diverged* when its history stops before ``n_epochs``, holds a non-finite value, says
+``history["diverged"]``, or the run raised a :class:`~xclib.base.DivergenceWarning` (or an
+``ArithmeticError``). Its curve ends with a cross and the legend says "diverged".
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+
+import numpy as np
+
+__all__ = [
+    "explore_learning_rates",
+    "sweep_learning_rates",
+    "sweep_animation",
+    "sweep_html",
+    "offline_jshtml",
+    "is_diverged",
+]
+
+#: Text for the buttons of matplotlib's JS animation (Font Awesome icon → offline text).
+_BUTTON_TEXT = {
+    "fa-minus": "&minus;",
+    "fa-fast-backward": "|&#9664;&#9664;",
+    "fa-step-backward": "|&#9664;",
+    "fa-play fa-flip-horizontal": "&#9664;",
+    "fa-pause": "||",
+    "fa-play": "&#9654;",
+    "fa-step-forward": "&#9654;|",
+    "fa-fast-forward": "&#9654;&#9654;|",
+    "fa-plus": "+",
+}
+_UNNAMED = ""
+
+
+def _history_dict(history, metric):
+    """``{"epoch": array, metric: array, "diverged": bool}`` from whatever ``run`` returned."""
+    if history is None:
+        return {"epoch": np.zeros(0), metric: np.zeros(0), "diverged": True}
+    if not hasattr(history, "keys") and hasattr(history, "history_"):  # a fitted estimator
+        diverged = bool(getattr(history, "diverged_", False))
+        history = dict(history.history_, diverged=diverged or history.history_.get("diverged", False))
+    if "epoch" not in history or metric not in history:
+        raise KeyError(
+            f"run(...) must return a dict with the keys 'epoch' and {metric!r}; "
+            f"got keys {sorted(history)}"
+        )
+    out = {k: (np.asarray(v, dtype=float) if k != "diverged" else v) for k, v in history.items()}
+    out["diverged"] = bool(history.get("diverged", False))
+    if out["epoch"].shape != out[metric].shape:
+        raise ValueError(
+            f"history['epoch'] and history[{metric!r}] differ in length: "
+            f"{out['epoch'].shape} vs {out[metric].shape}"
+        )
+    return out
+
+
+def is_diverged(history, metric="train_loss", n_epochs=None):
+    """True when a run's history shows divergence (see the module docstring)."""
+    values = np.asarray(history[metric], dtype=float)
+    if history.get("diverged", False) or not np.all(np.isfinite(values)):
+        return True
+    if n_epochs is not None and len(values) and np.max(history["epoch"]) < n_epochs:
+        return True
+    return n_epochs is not None and len(values) == 0
+
+
+def sweep_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss"):
+    """Call ``run(method, rate, n_epochs)`` for every pair; ``{method: {rate: history}}``.
+
+    Each history is a dict of float arrays with the extra key ``"diverged"``. Warnings of
+    category :class:`~xclib.base.DivergenceWarning` and ``ArithmeticError`` exceptions mark the
+    run as diverged instead of reaching the notebook's output.
+    """
+    from .base import DivergenceWarning
+
+    rates = _check_rates(rates)
+    methods = [_UNNAMED] if methods is None else list(methods)
+    if not methods:
+        raise ValueError("methods must be None or a non-empty list of names")
+    sweep = {}
+    for method in methods:
+        sweep[method] = {}
+        for rate in rates:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", DivergenceWarning)
+                try:
+                    h = run(None if method == _UNNAMED else method, rate, n_epochs)
+                except ArithmeticError:
+                    h = None
+            h = _history_dict(h, metric)
+            for w in caught:
+                if issubclass(w.category, DivergenceWarning):
+                    h["diverged"] = True
+                else:  # not ours to swallow
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            h["diverged"] = is_diverged(h, metric, n_epochs)
+            sweep[method][rate] = h
+    return sweep
+
+
+def _check_rates(rates):
+    rates = [float(r) for r in np.atleast_1d(np.asarray(rates, dtype=float))]
+    if not rates or not all(math.isfinite(r) and r > 0 for r in rates):
+        raise ValueError(f"rates must be a non-empty list of positive numbers, got {rates}")
+    return sorted(set(rates))
+
+
+def _finite(values, logy):
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return v[v > 0] if logy else v
+
+
+def _limits(sweep, metric, reference, logy):
+    """Fixed y-limits for all frames: from the reference (or the best value) up to the typical
+    starting value, so the frames compare at a glance; blown-up curves leave the axes."""
+    firsts, lows = [], []
+    for runs in sweep.values():
+        for h in runs.values():
+            v = _finite(h[metric], logy)
+            if len(v):
+                firsts.append(v[0])
+                lows.append(v.min())
+    if reference is not None and (not logy or reference > 0):
+        lows.append(float(reference))
+    if not firsts:
+        return (0.1, 10.0) if logy else (0.0, 1.0)
+    lo, med = min(lows), float(np.median(firsts))
+    hi = max(firsts) if max(firsts) <= 3 * abs(med) else med  # ignore starts that blew up
+    if logy:
+        lo, hi = lo / 1.15, hi * 1.15
+        if hi <= lo:
+            hi = lo * 10
+    else:
+        pad = 0.05 * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.05
+        lo, hi = lo - pad, hi + pad
+    return lo, hi
+
+
+def _label(method, diverged):
+    name = method if method != _UNNAMED else "run"
+    return f"{name} (diverged)" if diverged else name
+
+
+def _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, ylim):
+    """Draw one frame: ``curves`` is a list of (method, history)."""
+    ax.clear()
+    colors = [f"C{i}" for i in range(10)]
+    for i, (method, h) in enumerate(curves):
+        c = colors[i % len(colors)]
+        x, y = np.asarray(h["epoch"], float), np.asarray(h[metric], float)
+        ok = np.isfinite(y) & ((y > 0) if logy else True)
+        above = ok & (y > ylim[1])  # off the axes: drawn on the top edge as triangles
+        yc = np.where(above, ylim[1], y)
+        ax.plot(x[ok], yc[ok], "-o", color=c, ms=3, lw=1.5, label=_label(method, h["diverged"]),
+                clip_on=False)
+        if above.any():
+            ax.plot(x[above], yc[above], "^", color=c, ms=7, clip_on=False)
+        if h["diverged"]:
+            if ok.any():
+                xe, ye = x[ok][-1], min(max(y[ok][-1], ylim[0]), ylim[1])
+            else:
+                xe, ye = 0.0, ylim[1]
+            ax.plot([xe], [ye], "x", color=c, ms=12, mew=3)
+    if reference is not None and (not logy or reference > 0):
+        ax.axhline(reference, color="k", ls="--", lw=1, label="optimum")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylim(*ylim)
+    ax.set_xlim(0, max(1, n_epochs))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel or metric.replace("_", " "))
+    head = f"{title}: " if title else ""
+    ax.set_title(f"{head}learning rate {rate:.3g}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    if any(np.any(np.asarray(h[metric], float) > ylim[1]) for _, h in curves):
+        ax.text(0.01, 0.99, "\u25b2 above the axes", transform=ax.transAxes, va="top",
+                fontsize="small")
+
+
+def sweep_animation(sweep, n_epochs, metric="train_loss", reference=None, ylabel=None,
+                    title=None, logy=False, interval=900, figsize=(6.4, 4.0), dpi=80):
+    """A ``FuncAnimation`` with one frame per learning rate (ascending), all methods as lines."""
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation
+
+    methods = list(sweep)
+    rates = sorted({r for runs in sweep.values() for r in runs})
+    ylim = _limits(sweep, metric, reference, logy)
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi, layout="constrained")
+
+    def frame(i):
+        rate = rates[i]
+        curves = [(m, sweep[m][rate]) for m in methods if rate in sweep[m]]
+        _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, ylim)
+        return ()
+
+    anim = FuncAnimation(fig, frame, frames=len(rates), interval=interval, repeat=False,
+                         init_func=lambda: frame(0))
+    return anim
+
+
+def offline_jshtml(html):
+    """``to_jshtml`` output that loads nothing from the internet: the Font Awesome
+    ``<link>`` goes, and the buttons show text instead of its icons."""
+    html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
+
+    def button(m):
+        return _BUTTON_TEXT.get(m.group(1).replace("fa ", "", 1).strip(), "&middot;")
+
+    html = re.sub(r'<i class="(fa [^"]*)"></i>', button, html)
+    if re.search(r"""(href|src)\s*=\s*["']?\s*(https?:)?//|url\(\s*["']?(https?:)?//""", html):
+        raise RuntimeError("the animation HTML still references an external resource")
+    return html
+
+
+def sweep_html(sweep, n_epochs, metric="train_loss", reference=None, ylabel=None, title=None,
+               logy=False, **kwargs):
+    """The sweep as offline HTML (a JS slider, one frame per learning rate); closes the figure."""
+    import matplotlib.pyplot as plt
+
+    anim = sweep_animation(sweep, n_epochs, metric, reference, ylabel, title, logy, **kwargs)
+    try:
+        html = anim.to_jshtml(default_mode="once")
+    finally:
+        plt.close(anim._fig)
+    return offline_jshtml(html)
+
+
+def _in_kernel():
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, title, logy, ylim):
+    """ipywidgets: method, learning rate (log slider), epochs → re-run ``run`` and redraw."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    names = list(methods)
+    options = names + (["all methods"] if len(names) > 1 else [])
+    lo, hi = math.log10(min(rates)), math.log10(max(rates))
+    if hi - lo < 1e-9:
+        lo, hi = lo - 1, hi + 1
+    method_w = widgets.Dropdown(options=[(o if o else "run", o) for o in options],
+                                value=options[-1], description="method")
+    rate_w = widgets.FloatLogSlider(value=10 ** ((lo + hi) / 2), base=10, min=lo, max=hi,
+                                    step=(hi - lo) / 40, description="rate",
+                                    continuous_update=False, readout_format=".3g")
+    epochs_w = widgets.IntSlider(value=n_epochs, min=1, max=max(2 * n_epochs, 2),
+                                 description="epochs", continuous_update=False)
+    out = widgets.Output()
+
+    def redraw(_=None):
+        chosen = names if method_w.value == "all methods" else [method_w.value]
+        rate, epochs = float(rate_w.value), int(epochs_w.value)
+        sweep = sweep_learning_rates(run, [rate], chosen, epochs, metric)
+        curves = [(m, sweep[m][rate]) for m in sweep]
+        with out:
+            out.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+            lim = _limits(sweep, metric, reference, logy)
+            lim = (min(lim[0], ylim[0]), max(lim[1], ylim[1]))
+            _draw(ax, curves, rate, epochs, metric, reference, ylabel, title, logy, lim)
+            plt.show()
+            plt.close(fig)
+
+    for w in (method_w, rate_w, epochs_w):
+        w.observe(redraw, names="value")
+    display(widgets.VBox([widgets.HTML("<b>Live:</b> re-runs the fit (needs a kernel)"),
+                          widgets.HBox([method_w, rate_w, epochs_w]), out]))
+    redraw()
+
+
+def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss",
+                           reference=None, ylabel=None, title=None, logy=False, live=None):
+    """Precompute a learning-rate sweep, show it as an offline JS-slider animation, and (live in
+    Jupyter) add ipywidgets controls that re-run the fit.
+
+    Parameters
+    ----------
+    run : callable ``run(method, rate, n_epochs) -> dict``
+        Fits one method at one learning rate and returns its history: a dict with the key
+        ``"epoch"`` and ``metric`` (an estimator's ``history_``), or the fitted estimator.
+        With ``methods=None`` it is called with ``method=None``.
+    rates : sequence of float > 0
+        The learning rates of the precomputed sweep, one animation frame each (ascending).
+    methods : list of str or None
+        Method names, drawn as one line each.
+    n_epochs : int
+        Epochs per run (choose cheap settings: the sweep runs ``len(methods)·len(rates)`` fits).
+    metric : str
+        History key to plot (``"train_loss"``, ``"eval_loss"``, ``"train_error"``, …).
+    reference : float or None
+        A dashed horizontal line, e.g. the exact optimum's loss.
+    ylabel, title : str or None
+    logy : bool
+        Log-scale y axis.
+    live : bool or None
+        Show the ipywidgets controls; default: an IPython kernel runs and the environment
+        variable ``XCLIB_BUILD`` is unset (the book build sets it).
+
+    Returns
+    -------
+    dict ``{method: {rate: history}}`` (the unnamed method is ``""``); each history is a dict of
+    arrays plus ``"diverged"``.
+    """
+    from IPython.display import HTML, display
+
+    n_epochs = int(n_epochs)
+    if n_epochs < 1:
+        raise ValueError(f"n_epochs must be >= 1, got {n_epochs}")
+    rates = _check_rates(rates)
+    sweep = sweep_learning_rates(run, rates, methods, n_epochs, metric)
+    display(HTML(sweep_html(sweep, n_epochs, metric, reference, ylabel, title, logy)))
+    if live is None:
+        live = _in_kernel() and not os.environ.get("XCLIB_BUILD")
+    if live:
+        ylim = _limits(sweep, metric, reference, logy)
+        _live_controls(run, rates, list(sweep), n_epochs, metric, reference, ylabel, title,
+                       logy, ylim)
+    return sweep
