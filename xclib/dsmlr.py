@@ -309,7 +309,9 @@ class DSMLR(IterativeSoftmaxEstimator):
     Attributes
     ----------
     coef_ (K, D), intercept_ None, classes_, history_ (adds ``objective`` = L1(W) per epoch),
-    b_ (N,) the exact b of the final W (sync), n_workers_ (P after the clamp), diverged_.
+    b_ (N,) the final b (exact eq. (9) of the final W for sync/exact; None on Dask, where b
+    stays on the workers), n_workers_ (P after the clamp), diverged_, async_visits_
+    (async only: (T, P, K) booleans, which columns each worker updated in each outer iteration).
     """
 
     def __init__(self, lam=1e-4, eta0=0.1, n_epochs=10, n_workers=1, schedule="sync",
@@ -390,7 +392,7 @@ class DSMLR(IterativeSoftmaxEstimator):
             else:
                 self._async_epoch(state, eta, rng)
         except BaseException:
-            self._shutdown(state)
+            self._shutdown(state, gather=False)
             raise
         W = self._coef(state)[0]
         state["sqnorm"].append(float(np.sum(W * W)))
@@ -414,8 +416,9 @@ class DSMLR(IterativeSoftmaxEstimator):
             float(self.history_["train_loss"][e] + 0.5 * self.lam * st["sqnorm"][e])
             for e in range(n)
         ]
-        if self.schedule == "sync" and self.b_update == "exact":
-            self.b_ = np.concatenate(st["blocks"].b) if self.backend != "dask" else None
+        self.b_ = np.concatenate(st["blocks"].b) if self.backend != "dask" else None
+        if self.schedule == "async":
+            self.async_visits_ = np.array(st.get("visits", []))
         self._state = None
         return self
 
@@ -623,17 +626,15 @@ class DSMLR(IterativeSoftmaxEstimator):
                 raise WorkerLostError(
                     f"a DS-MLR inner step took more than timeout={self.timeout} s on Dask")
 
-    def _shutdown(self, state):
+    def _shutdown(self, state, gather=True):
         if state is None:
             return
         pool = state.pop("pool", None)
         if pool is not None:
             pool.shutdown(wait=True)
         if "Wf" in state and "client" in state:
-            try:
+            if gather:
                 self._coef(state)
-            except Exception:
-                pass
             for key in ("Xf", "yf", "bf", "Wf"):
                 state.pop(key, None)
         own = state.pop("own", None)
