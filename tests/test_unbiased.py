@@ -1,0 +1,314 @@
+"""Tests of xclib.unbiased: double sums, vanilla SGD / U-max kernels, the Implicit SGD step."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from xclib.base import DivergenceWarning
+from xclib.exact import SoftmaxRegression
+from xclib.metrics import softmax_log_loss
+from xclib.unbiased import (
+    ImplicitSGD, UMax, VanillaSGD, class_weights, double_sum_coefficients,
+    double_sum_objective, implicit_epoch, implicit_step, optimal_u, sgd_epoch, umax_bounds,
+    umax_increase,
+)
+
+
+def _problem(seed=0, N=6, D=4, K=5, scale=1.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, D))
+    y = np.r_[np.arange(K), rng.integers(0, K, N - K)] if N >= K else rng.integers(0, K, N)
+    W = rng.normal(size=(K, D)) * scale
+    return X, y, W, rng
+
+
+# -- the double sum ---------------------------------------------------------------------------
+@pytest.mark.parametrize("formulation", ["proposed", "raman"])
+def test_double_sum_at_optimal_u_is_log_loss_plus_one(formulation):
+    X, y, W, _ = _problem(1)
+    mu = 0.3
+    u = optimal_u(W, X, y, formulation)
+    f = double_sum_objective(u, W, X, y, formulation, mu)
+    assert f == pytest.approx(softmax_log_loss(W, X, y) + 0.5 * mu * np.sum(W * W) + 1, rel=1e-12)
+    # and it is the minimum over u
+    for eps in (1e-3, -1e-3):
+        assert double_sum_objective(u + eps, W, X, y, formulation, mu) > f
+
+
+def _exact_grad(u, W, X, y, formulation, mu, h=1e-6):
+    """Central finite differences of F(u, W)."""
+    gu = np.zeros_like(u)
+    for i in range(u.size):
+        e = np.zeros_like(u); e[i] = h
+        gu[i] = (double_sum_objective(u + e, W, X, y, formulation, mu)
+                 - double_sum_objective(u - e, W, X, y, formulation, mu)) / (2 * h)
+    gW = np.zeros_like(W)
+    for idx in np.ndindex(W.shape):
+        E = np.zeros_like(W); E[idx] = h
+        gW[idx] = (double_sum_objective(u, W + E, X, y, formulation, mu)
+                   - double_sum_objective(u, W - E, X, y, formulation, mu)) / (2 * h)
+    return gu, gW
+
+
+@pytest.mark.parametrize("formulation", ["proposed", "raman"])
+@pytest.mark.parametrize("mu", [0.0, 0.7])
+def test_stochastic_gradients_are_unbiased(formulation, mu):
+    """Σ over all (i, k ≠ y_i) with probability 1/(N(K−1)) of ∇f_ik = ∇F (eqs. 6-8, β_j)."""
+    X, y, W, rng = _problem(2, N=7, K=4)
+    N, K = len(y), W.shape[0]
+    u = rng.uniform(0.2, 2.0, N)
+    beta = class_weights(y, K)
+    gu = np.zeros(N); gW = np.zeros_like(W)
+    p = 1.0 / (N * (K - 1))
+    for i in range(N):
+        for k in range(K):
+            if k == y[i]:
+                continue
+            s_y, s_k = X[i] @ W[y[i]], X[i] @ W[k]
+            c_k, c_y, g_u = double_sum_coefficients(formulation == "raman", s_y, s_k, u[i], K)
+            gW[k] += p * (c_k * X[i] + mu * beta[k] * W[k])
+            gW[y[i]] += p * (c_y * X[i] + mu * beta[y[i]] * W[y[i]])
+            gu[i] += p * g_u * N  # ∂_{u_i} F = (1/N) E_k[∂ f_ik] : f_ik touches u_i w.p. 1/N
+    gu_ex, gW_ex = _exact_grad(u, W, X, y, formulation, mu)
+    np.testing.assert_allclose(gW, gW_ex, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gu / N, gu_ex, rtol=1e-6, atol=1e-8)
+
+
+def test_paper_beta_is_biased_ours_is_not():
+    """The printed β_j = N/(n_j + (N − n_j)(K − 1)) does not give E[ridge] = (μ/2)‖W‖²."""
+    y = np.array([0, 0, 0, 1, 2, 2])
+    N, K = len(y), 3
+    nj = np.bincount(y, minlength=K)
+    prob = nj / N + (N - nj) / (N * (K - 1))  # P(class j touched by a draw (i, k))
+    np.testing.assert_allclose(class_weights(y, K) * prob, 1.0)
+    paper = N / (nj + (N - nj) * (K - 1))
+    assert not np.allclose(paper * prob, 1.0)
+
+
+# -- U-max -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("delta", [0.1, 1.0, 3.0])
+def test_umax_bounds_the_gradient(delta):
+    """After the u-increase rule ‖∇_w f_ik‖ ≤ (K−1) e^δ ‖x_i‖ (the paper's N(K−1)e^δ‖x_i‖, our scale)."""
+    rng = np.random.default_rng(3)
+    K = 50
+    for _ in range(2000):
+        s_y, s_k = rng.normal(size=2) * rng.choice([1, 10, 300])
+        u = rng.uniform(0, 30)
+        x_norm = rng.uniform(0.1, 3)
+        u2 = umax_increase(False, s_y, s_k, u, delta)
+        assert u2 >= u
+        c_k, c_y, _ = double_sum_coefficients(False, s_y, s_k, u2, K)
+        assert abs(c_k) * x_norm <= (K - 1) * math.exp(delta) * x_norm * (1 + 1e-12)
+        assert abs(c_y) == abs(c_k)
+
+
+def test_umax_bounds_follow_appendix_a():
+    X, y, W, _ = _problem(4)
+    assert umax_bounds(X, 5, 0.0) == (np.inf, np.inf)
+    bw, bu = umax_bounds(X, 5, 0.5)
+    assert bw == pytest.approx(math.sqrt(2 * math.log(5) / 0.5))
+    bx = np.max(np.linalg.norm(X, axis=1))
+    assert bu == pytest.approx(math.log(1 + 4 * math.exp(2 * bx * bw)))
+    # Lemma 1 at our scale: the exact optimum with ridge μ (our scale) = N·μ (sum scale) is inside
+    opt = SoftmaxRegression(mu=0.5 * len(y)).fit(X, y)
+    assert np.linalg.norm(opt.coef_) <= bw
+
+
+def _sgd_numpy(X, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
+    """Plain NumPy transcription of Algorithm 1 (vanilla SGD when delta = inf)."""
+    K = W.shape[0]
+    for i, k in zip(rows, ks):
+        x, yi = X[i], y[i]
+        s_y, s_k = x @ W[yi], x @ W[k]
+        ui = u[i]
+        if np.isfinite(delta):
+            t = np.logaddexp(s_y, s_k) if raman else np.logaddexp(0, s_k - s_y)
+            ui = t if ui < t - delta else ui
+        if raman:
+            c_k = (K - 1) * np.exp(s_k - ui); c_y = np.exp(s_y - ui) - 1; g_u = 1 - np.exp(s_y - ui) - c_k
+        else:
+            c_k = (K - 1) * np.exp(s_k - s_y - ui); c_y = -c_k; g_u = 1 - np.exp(-ui) - c_k
+        wk = W[k] - lr * (c_k * x + mu * beta[k] * W[k])
+        wy = W[yi] - lr * (c_y * x + mu * beta[yi] * W[yi])
+        W[k], W[yi] = wk, wy
+        ui = ui - lr * g_u
+        if not raman:
+            ui = min(max(ui, 0.0), b_u)
+        for j in (k, yi):
+            nrm = np.linalg.norm(W[j])
+            if nrm > b_w:
+                W[j] *= b_w / nrm
+        u[i] = ui
+
+
+@pytest.mark.parametrize("raman", [False, True])
+@pytest.mark.parametrize("delta,mu", [(np.inf, 0.0), (1.0, 0.0), (0.5, 0.2)])
+def test_sgd_epoch_matches_numpy(raman, delta, mu):
+    X, y, W, rng = _problem(5, N=12, D=5, K=4, scale=0.5)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Xs = sp.csr_matrix(X)
+    u = rng.uniform(0, 2, len(y))
+    rows = rng.integers(0, len(y), 40)
+    r = rng.integers(0, 3, 40); ks = r + (r >= y[rows])
+    beta = class_weights(y, 4)
+    b_w, b_u = umax_bounds(X, 4, mu) if mu > 0 else (np.inf, np.inf)
+    if mu > 0:
+        b_w = 0.8  # a binding bound, to exercise the projection
+    W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
+    sgd_epoch(Xs.indptr, Xs.indices, Xs.data, y, W1, u1, rows, ks, 0.05, raman, delta, mu, beta, b_u, b_w)
+    _sgd_numpy(X, y, W2, u2, rows, ks, 0.05, raman, delta, mu, beta, b_u, b_w)
+    assert np.all(np.isfinite(W1)) and not np.array_equal(W1, W)
+    np.testing.assert_allclose(W1, W2, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(u1, u2, rtol=1e-10, atol=1e-12)
+
+
+# -- Implicit SGD --------------------------------------------------------------------------------
+def _extreme_states(n, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        z = rng.choice([1, 10, 100, 1e3, 1e5]) * rng.normal()
+        u = rng.choice([0.0, rng.uniform(0, 5), rng.uniform(0, 1e3)])
+        xx = 10 ** rng.uniform(-3, 1.5)
+        lr = 10 ** rng.uniform(-4, 4)
+        K = int(rng.choice([2, 10, 1000, 100000]))
+        yield z, u, xx, lr, K
+
+
+@pytest.mark.parametrize("newton", [False, True])
+def test_implicit_step_satisfies_its_defining_equation(newton):
+    """θ⁺ = θ − η∇f_ik(θ⁺): for w via a e^a = 2η(K−1)‖x‖² e^{z−u⁺} (eqs. 11, 13), for u exactly."""
+    for z, u, xx, lr, K in _extreme_states(3000, 6):
+        a, A, u_new, _ = implicit_step(z, u, xx, lr, K, 1e-12, newton)
+        assert np.isfinite(a) and np.isfinite(u_new) and a >= 0 and u_new >= 0
+        assert A == pytest.approx(a / (2 * xx), rel=1e-15)
+        # w-part: A = η(K−1) e^{z⁺ − u⁺} with z⁺ = z − a (the new x·(w_k − w_y)), on the log scale
+        log_rhs = math.log(lr * (K - 1)) + (z - a) - u_new
+        if a > 1e-300:
+            assert math.log(A) == pytest.approx(log_rhs, abs=1e-8 * max(1.0, abs(log_rhs)))
+        else:
+            assert log_rhs < -680
+        # u-part: u⁺ = ũ − η(1 − e^{−u⁺} − (K−1)e^{z⁺ − u⁺})
+        grad_u = 1 - math.exp(-u_new) - A / lr
+        scale = 1 + abs(u) + abs(u_new) + lr * (1 + math.exp(-u_new)) + A
+        assert abs(u_new - (u - lr * grad_u)) <= 1e-8 * scale
+
+
+def test_implicit_step_on_vectors_is_the_implicit_update():
+    """One step of the epoch kernel equals θ − η∇f_ik(θ⁺) computed from θ⁺ with eq. (7)."""
+    X, y, W, rng = _problem(7, N=3, D=6, K=5, scale=2.0)
+    Xs = sp.csr_matrix(X)
+    sq = np.sum(X * X, axis=1)
+    for lr in (1e-3, 1.0, 1e3):
+        u = np.array([0.5, 3.0, 0.0])
+        W1, u1 = W.copy(), u.copy()
+        implicit_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, np.array([1]),
+                       np.array([(y[1] + 1) % 5]), lr, 1e-13, False)
+        k, yi, x = (y[1] + 1) % 5, y[1], X[1]
+        c_k, c_y, g_u = double_sum_coefficients(False, x @ W1[yi], x @ W1[k], u1[1], 5)
+        np.testing.assert_allclose(W1[k], W[k] - lr * c_k * x, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(W1[yi], W[yi] - lr * c_y * x, rtol=1e-9, atol=1e-12)
+        assert u1[1] == pytest.approx(u[1] - lr * g_u, rel=1e-8, abs=1e-10)
+        np.testing.assert_array_equal(np.delete(W1, [k, yi], 0), np.delete(W, [k, yi], 0))
+
+
+def test_bisection_needs_at_most_proposition_4_evaluations():
+    for z, u, xx, lr, K in _extreme_states(2000, 8):
+        tol = 1e-10
+        _, _, u_new, n = implicit_step(z, u, xx, lr, K, tol, False)
+        width = abs(z - u) + 2 * lr * xx + math.log(2 * (K - 1)) + 1
+        assert n <= math.log2(width / tol) + 3
+
+
+def test_newton_and_bisection_find_the_same_root():
+    for z, u, xx, lr, K in _extreme_states(500, 9):
+        r1 = implicit_step(z, u, xx, lr, K, 1e-13, False)[2]
+        r2 = implicit_step(z, u, xx, lr, K, 1e-13, True)[2]
+        assert r1 == pytest.approx(r2, rel=1e-9, abs=1e-9)
+
+
+def test_zero_row_is_handled():
+    a, A, u_new, _ = implicit_step(0.0, 1.0, 0.0, 1.0, 5, 1e-12, False)
+    assert a == 0.0
+    assert u_new == pytest.approx(1.0 - (1 - math.exp(-u_new) - 4 * math.exp(-u_new)), abs=1e-9)
+
+
+# -- estimators --------------------------------------------------------------------------------
+def _blobs(seed=0, N=300, D=8, K=5):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(K, D)) * 2
+    y = rng.integers(0, K, N)
+    X = centers[y] + rng.normal(size=(N, D))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X, y
+
+
+def test_implicit_sgd_is_stable_for_every_learning_rate():
+    X, y = _blobs()
+    logK = math.log(5)
+    for lr in 10.0 ** np.arange(-4, 5):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DivergenceWarning)
+            m = ImplicitSGD(learning_rate=lr, n_epochs=3, random_state=0).fit(X, y)
+        assert not m.diverged_ and np.all(np.isfinite(m.coef_))
+        assert m.history_["train_loss"][-1] < logK + 2
+
+
+def test_implicit_sgd_approaches_the_exact_optimum():
+    X, y = _blobs(1, N=200)
+    opt = softmax_log_loss(SoftmaxRegression().fit(X, y).coef_, X, y)
+    m = ImplicitSGD(learning_rate=1.0, n_epochs=40, decay=0.95, random_state=0).fit(X, y)
+    assert m.history_["train_loss"][-1] - opt < 0.05
+    assert m.history_["train_loss"][-1] < m.history_["train_loss"][0]
+
+
+def test_vanilla_sgd_overflows_at_a_large_learning_rate_and_says_so():
+    X, y = _blobs(2)
+    with pytest.warns(DivergenceWarning):
+        m = VanillaSGD(learning_rate=1e4, n_epochs=5, random_state=0).fit(X, y)
+    assert m.diverged_ and np.all(np.isfinite(m.coef_))
+    assert m.n_epochs_ == len(m.history_["train_loss"]) < 5
+
+
+@pytest.mark.parametrize("Est", [VanillaSGD, UMax, ImplicitSGD])
+def test_same_seed_same_weights_dense_or_sparse(Est):
+    X, y = _blobs(3)
+    a = Est(n_epochs=2, random_state=4).fit(X, y)
+    b = Est(n_epochs=2, random_state=4).fit(sp.csr_matrix(X), y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.u_, b.u_)
+
+
+@pytest.mark.parametrize("shuffle", ["uniform", "reshuffle", "fixed"])
+def test_umax_learns(shuffle):
+    X, y = _blobs(4)
+    m = UMax(learning_rate=0.5, n_epochs=10, shuffle=shuffle, random_state=0).fit(X, y)
+    assert m.score(X, y) > 0.9
+    assert np.all(m.u_ >= 0)
+
+
+def test_umax_with_ridge_stays_in_the_bounds():
+    X, y = _blobs(5)
+    m = UMax(learning_rate=0.5, n_epochs=3, mu=0.5, random_state=0).fit(X, y)
+    bw, bu = umax_bounds(X, 5, 0.5)
+    assert np.all(np.linalg.norm(m.coef_, axis=1) <= bw * (1 + 1e-12))
+    assert np.all((m.u_ >= 0) & (m.u_ <= bu))
+
+
+@pytest.mark.parametrize("est", [
+    VanillaSGD(formulation="other"), UMax(delta=0.0), UMax(mu=-1.0), ImplicitSGD(solver="brent"),
+    ImplicitSGD(tol=0.0), ImplicitSGD(learning_rate=0.0), ImplicitSGD(shuffle="never"),
+    ImplicitSGD(u_init=-1.0), VanillaSGD(decay=1.5),
+])
+def test_bad_parameters_raise(est):
+    X, y = _blobs(6, N=20)
+    with pytest.raises(ValueError):
+        est.fit(X, y)
+
+
+@parametrize_with_checks([VanillaSGD(n_epochs=3), UMax(n_epochs=3), ImplicitSGD(n_epochs=3),
+                          UMax(n_epochs=3, formulation="raman")])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)

@@ -1,0 +1,509 @@
+"""Fagan & Iyengar, *Unbiased scalable softmax optimization*: U-max and Implicit SGD.
+
+The log-loss of the softmax is rewritten (Section 2.1, eqs. 3–5) as a double sum over
+datapoints ``i`` and classes ``k ≠ y_i`` with one auxiliary variable ``u_i`` per datapoint::
+
+    F(u, W) = (1/N) Σ_i Σ_{k≠y_i} [ (u_i + e^{−u_i})/(K−1) + e^{x_iᵀ(w_k − w_{y_i}) − u_i} ]
+              + (μ/2) ‖W‖²,
+
+whose minimum over ``u`` is ``u_i*(W) = log(1 + Σ_{k≠y_i} e^{x_iᵀ(w_k − w_{y_i})})`` and
+``min_u F(u, W) = (mean log-loss of W) + (μ/2)‖W‖² + 1``. Sampling ``i`` uniformly and
+``k`` uniformly among the other ``K − 1`` classes gives the unbiased stochastic term (eq. 6)::
+
+    f_ik(u, W) = u_i + e^{−u_i} + (K−1) e^{x_iᵀ(w_k − w_{y_i}) − u_i}
+                 + (μ/2)(β_{y_i} ‖w_{y_i}‖² + β_k ‖w_k‖²).
+
+**Scale.** The paper's ``f`` is ``N`` times ours (its eq. 5 sums over ``i``; its ``f_ik``
+carries a factor ``N``). The authors' released code drops that factor, and their tuned
+learning rates (Table 2) are for the code; we use the code's scaling, so an ``η`` here means
+what it means in Table 2. A paper ``μ`` is our ``μ·N``; ``SoftmaxRegression(mu=N·μ)`` is the
+exact optimum of our ``F``.
+
+**β.** ``β_j`` must be the inverse probability that class ``j`` is touched by a draw
+``(i, k)``: ``P(j ∈ {y_i, k}) = n_j/N + (N − n_j)/(N(K − 1))``, so
+``β_j = N(K−1) / (n_j(K−1) + N − n_j)``. The paper prints ``N / (n_j + (N − n_j)(K − 1))``,
+which swaps the roles of ``n_j`` and ``N − n_j`` and makes the ridge term biased; the
+unbiasedness test in ``tests/test_unbiased.py`` pins ours.
+
+The module reads like the chapter: the exact double sums (for small problems), the
+stochastic-gradient coefficients (eqs. 7 and 8), the U-max rule (Algorithm 1), the
+Implicit SGD step (Appendix F.1: eqs. 11–16 and the bisection bracket), the epoch kernels,
+then the estimators :class:`VanillaSGD`, :class:`UMax` and :class:`ImplicitSGD`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy.special import logsumexp
+
+from ._numba import lambertw_exp, sparse_row_axpy, sparse_row_dot
+from .base import IterativeSoftmaxEstimator, as_csr
+from .sampled import SHUFFLE_MODES, epoch_order
+
+__all__ = [
+    "VanillaSGD", "UMax", "ImplicitSGD",
+    "double_sum_objective", "optimal_u", "class_weights", "umax_bounds",
+    "double_sum_coefficients", "umax_increase", "implicit_step", "implicit_u_derivative",
+    "sgd_epoch", "implicit_epoch", "FORMULATIONS",
+]
+
+#: the two double sums: ours (eq. 5/6) and Raman et al.'s (eq. 8)
+FORMULATIONS = ("proposed", "raman")
+
+
+# -- the objective, exactly (small problems only: O(NKD)) ------------------------------------
+def _scores(W, X):
+    s = X @ W.T
+    return np.asarray(s.toarray() if hasattr(s, "toarray") else s)
+
+
+def optimal_u(W, X, y, formulation="proposed"):
+    """``u*(W)``: ``log(1 + Σ_{k≠y_i} e^{x_iᵀ(w_k − w_{y_i})})`` (proposed) or
+    ``log Σ_k e^{x_iᵀ w_k}`` (Raman et al.)."""
+    s = _scores(W, X)
+    lse = logsumexp(s, axis=1)
+    if formulation == "raman":
+        return lse
+    return lse - s[np.arange(len(y)), y]
+
+
+def double_sum_objective(u, W, X, y, formulation="proposed", mu=0.0):
+    """The double sum ``F(u, W)`` of eq. (5) (``"proposed"``) or eq. (8) (``"raman"``), our scale.
+
+    ``F(optimal_u(W), W) = mean log-loss + (μ/2)‖W‖² + 1`` for both formulations.
+    Dense O(NKD): for checking the stochastic methods on small problems.
+    """
+    s = _scores(W, X)
+    n, K = s.shape
+    sy = s[np.arange(n), y]
+    mask = np.ones_like(s, dtype=bool)
+    mask[np.arange(n), y] = False
+    if formulation == "raman":
+        # ū − x·w_y + e^{x·w_y − ū} + Σ_{k≠y} e^{x·w_k − ū}  (eq. 8 / N, averaged over i)
+        per = u - sy + np.exp(sy - u) + np.sum(np.where(mask, np.exp(s - u[:, None]), 0.0), axis=1)
+    elif formulation == "proposed":
+        z = s - sy[:, None]
+        per = u + np.exp(-u) + np.sum(np.where(mask, np.exp(z - u[:, None]), 0.0), axis=1)
+    else:
+        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
+    return float(np.mean(per) + 0.5 * mu * np.sum(W * W))
+
+
+def class_weights(y, n_classes):
+    """``β_j = N(K−1) / (n_j(K−1) + N − n_j)``: the inverse probability that a draw ``(i, k)``
+    touches class ``j`` (see the module docstring for the paper's misprint)."""
+    y = np.asarray(y)
+    n = y.shape[0]
+    nj = np.bincount(y, minlength=n_classes).astype(np.float64)
+    return n * (n_classes - 1) / (nj * (n_classes - 1) + n - nj)
+
+
+def umax_bounds(X, n_classes, mu):
+    """Appendix A at our scale: ``B_W = sqrt(2 log K / μ)`` (Lemma 1) and
+    ``B_u = log(1 + (K−1) e^{2 B_x B_W})`` (Lemma 2); both infinite when ``μ = 0``."""
+    if mu <= 0:
+        return np.inf, np.inf
+    bw = math.sqrt(2.0 * math.log(n_classes) / mu)
+    X = as_csr(X)
+    bx = float(np.sqrt(np.max(np.asarray(X.multiply(X).sum(axis=1))))) if X.shape[0] else 0.0
+    bu = float(np.logaddexp(0.0, math.log(n_classes - 1) + 2.0 * bx * bw))
+    return bw, bu
+
+
+# -- eq. (7) and (8): the stochastic gradient of one (i, k) ---------------------------------
+@njit(cache=True, nogil=True)
+def _log1pexp(z):
+    """``log(1 + e^z)`` without overflow."""
+    if z > 0.0:
+        return z + math.log1p(math.exp(-z))
+    return math.log1p(math.exp(z))
+
+
+@njit(cache=True, nogil=True)
+def double_sum_coefficients(raman, s_y, s_k, u_i, n_classes):
+    """Coefficients of the stochastic gradient of ``f_ik`` (μ = 0 part), eqs. (7) and (8).
+
+    ``∇_{w_k} f_ik = c_k x_i``, ``∇_{w_{y_i}} f_ik = c_y x_i``, ``∂_{u_i} f_ik = g_u``.
+
+    Proposed (eq. 7, our scale): ``c_k = (K−1)e^{s_k − s_y − u_i} = −c_y``,
+    ``g_u = 1 − e^{−u_i} − c_k``. Raman et al. (eq. 8): ``c_k = (K−1)e^{s_k − ū_i}``,
+    ``c_y = e^{s_y − ū_i} − 1``, ``g_u = 1 − e^{s_y − ū_i} − c_k``.
+    These are exponential in the scores: vanilla SGD overflows here (Section 2.2).
+
+    Returns
+    -------
+    (c_k, c_y, g_u) : floats
+    """
+    if raman:
+        e_y = math.exp(s_y - u_i)
+        c = (n_classes - 1) * math.exp(s_k - u_i)
+        return c, e_y - 1.0, 1.0 - e_y - c
+    c = (n_classes - 1) * math.exp(s_k - s_y - u_i)
+    return c, -c, 1.0 - math.exp(-u_i) - c
+
+
+@njit(cache=True, nogil=True)
+def umax_increase(raman, s_y, s_k, u_i, delta):
+    """Algorithm 1, lines 13–15: raise ``u_i`` to ``log(1 + e^{x_iᵀ(w_k − w_{y_i})})`` when it is
+    more than ``δ`` below it (Raman's analogue: ``log(e^{s_y} + e^{s_k})``, a lower bound on
+    ``ū_i*``). Afterwards ``x_iᵀ(w_k − w_{y_i}) − u_i ≤ δ``, so ``|c_k| ≤ (K−1)e^δ``."""
+    if raman:
+        t = max(s_y, s_k) + _log1pexp(-abs(s_y - s_k))
+    else:
+        t = _log1pexp(s_k - s_y)
+    if u_i < t - delta:
+        return t
+    return u_i
+
+
+# -- Appendix F.1: the Implicit SGD step for one (i, k), μ = 0 ------------------------------
+@njit(cache=True, nogil=True)
+def _implicit_a(u, z, log_c, xx, lr, n_classes):
+    """``a(u)`` of eq. (14) on the log scale, and the step ``A = a/(2‖x‖²)`` it gives w.
+
+    ``a e^a = 2η(K−1)‖x‖² e^{z − u}`` ⇒ ``a = W₀(e^{z − u + log(2η(K−1)‖x‖²)})``. For
+    ``‖x‖ = 0`` the limit ``A = η(K−1)e^{z−u}`` (and ``a = 0``) is returned.
+    """
+    if xx > 0.0:
+        a = lambertw_exp(z - u + log_c)
+        return a, a / (2.0 * xx)
+    return 0.0, lr * (n_classes - 1) * math.exp(z - u)
+
+
+@njit(cache=True, nogil=True)
+def implicit_u_derivative(u, u_old, z, xx, lr, n_classes):
+    """Half the derivative (16) of the reduced problem (15) in ``u_i`` (our scale)::
+
+        h(u) = η(1 − e^{−u}) − a(u)/(2‖x‖²) + (u − ũ)
+
+    which is increasing in ``u``; its root is the Implicit SGD value of ``u_i``. ``h(u) = 0``
+    is exactly the ``u``-component of ``θ⁺ = θ − η∇f_ik(θ⁺)`` since
+    ``a/(2‖x‖²) = η(K−1)e^{z − a − u}`` (eq. 13).
+    """
+    log_c = math.log(2.0 * lr * (n_classes - 1) * xx) if xx > 0.0 else 0.0
+    a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
+    return lr * (1.0 - math.exp(-u)) - A + (u - u_old)
+
+
+@njit(cache=True, nogil=True)
+def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
+    """Solve the Implicit SGD update (9) for one datapoint and one class (Appendix F.1).
+
+    Parameters
+    ----------
+    z : float, ``x_iᵀ(w̃_k − w̃_{y_i})`` at the old iterate
+    u_old : float, ``ũ_i ≥ 0`` ; xx : float, ``‖x_i‖²``
+    lr : float, η ; n_classes : int, K
+    tol : float, width of the final bracket on ``u_i`` (ε of Proposition 4)
+    newton : bool, False for plain bisection (the paper); True for Newton steps safeguarded
+        by the same bracket (falls back to bisection whenever Newton leaves it; same root)
+
+    Returns
+    -------
+    (a, A, u_new, n_evals) : the ``a`` of eq. (11) (``w_{y_i} += A x_i``, ``w_k −= A x_i`` with
+    ``A = a/(2‖x‖²)``), the new ``u_i`` and the number of evaluations of (16).
+
+    The bracket (F.1): if ``h(ũ) < 0`` the root lies in ``[ũ, log(1 + (K−1)e^z)]``; otherwise in
+    ``[max(0, log(K−1) + z − 2η‖x‖²), ũ]``. Its width is at most
+    ``|z − ũ| + 2η‖x‖² + log(2(K−1))``, so bisection needs ``log₂(width/ε)`` evaluations.
+    """
+    log_c = math.log(2.0 * lr * (n_classes - 1) * xx) if xx > 0.0 else 0.0
+    lk = math.log(n_classes - 1)
+    u = u_old
+    a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
+    eu = math.exp(-u)
+    h = lr * (1.0 - eu) - A  # h(ũ)
+    n_evals = 1
+    if h == 0.0:
+        return a, A, u, n_evals
+    if h < 0.0:
+        lo = u_old
+        hi = max(lo, _log1pexp(lk + z))
+    else:
+        hi = u_old
+        lo = min(hi, max(0.0, lk + z - 2.0 * lr * xx))
+    for _ in range(2000):
+        if newton:
+            # h'(u) = 1 + η e^{−u} + A/(1 + a)  (a' = −a/(1+a) ⇒ A' = −A/(1+a); ‖x‖ = 0: A' = −A)
+            dh = 1.0 + lr * eu + A / (1.0 + a)
+            un = u - h / dh
+            if not (lo < un < hi):
+                un = 0.5 * (lo + hi)
+        else:
+            un = 0.5 * (lo + hi)
+        if abs(un - u) <= tol * (1.0 + abs(u)) or hi - lo <= tol * (1.0 + abs(lo)):
+            u = un
+            break
+        u = un
+        a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
+        eu = math.exp(-u)
+        h = lr * (1.0 - eu) - A + (u - u_old)
+        n_evals += 1
+        if h == 0.0:
+            break
+        if h < 0.0:
+            lo = u
+        else:
+            hi = u
+    a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
+    return a, A, u, n_evals
+
+
+# -- epoch kernels ---------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _project_row(w, bound):
+    s = 0.0
+    for j in range(w.shape[0]):
+        s += w[j] * w[j]
+    if s > bound * bound:
+        w *= bound / math.sqrt(s)
+
+
+@njit(cache=True, nogil=True)
+def sgd_epoch(indptr, indices, data, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
+    """One epoch of vanilla SGD (``delta = inf``) or U-max (Algorithm 1) on the double sum.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR of X ; y : (N,) int labels
+    W : (K, D), u : (N,) updated in place
+    rows, ks : (T,) the sampled datapoints and classes ``k ≠ y_i`` of each step
+    lr : float η ; raman : bool, eq. (8) instead of eq. (6)
+    delta : float, the U-max threshold δ (``inf``: no u-increase, i.e. vanilla SGD)
+    mu : float, ridge μ; beta : (K,) class weights β_j (:func:`class_weights`)
+    b_u, b_w : projection bounds (``inf`` when μ = 0); u is projected onto ``[0, b_u]`` for the
+        proposed formulation (Raman's ``ū`` is unconstrained)
+
+    Cost per step O(nnz(x_i)) when μ = 0; the ridge shrink and the row projection make it
+    O(D) when μ > 0 (the paper's experiments use μ = 0).
+    """
+    n_classes = W.shape[0]
+    use_umax = delta < np.inf
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        k = ks[t]
+        yi = y[i]
+        idx = indices[indptr[i]:indptr[i + 1]]
+        val = data[indptr[i]:indptr[i + 1]]
+        s_k = sparse_row_dot(idx, val, W[k])
+        s_y = sparse_row_dot(idx, val, W[yi])
+        ui = u[i]
+        if use_umax:
+            ui = umax_increase(raman, s_y, s_k, ui, delta)
+        c_k, c_y, g_u = double_sum_coefficients(raman, s_y, s_k, ui, n_classes)
+        if mu > 0.0:
+            W[k] *= 1.0 - lr * mu * beta[k]
+            W[yi] *= 1.0 - lr * mu * beta[yi]
+        sparse_row_axpy(-lr * c_k, idx, val, W[k])
+        sparse_row_axpy(-lr * c_y, idx, val, W[yi])
+        ui -= lr * g_u
+        if not raman:
+            ui = min(max(ui, 0.0), b_u)
+        if b_w < np.inf:
+            _project_row(W[k], b_w)
+            _project_row(W[yi], b_w)
+        u[i] = ui
+
+
+@njit(cache=True, nogil=True)
+def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, tol, newton):
+    """One epoch of Implicit SGD with n = m = 1 (Proposition 4), W and u updated in place.
+
+    Two sparse inner products, the 1-D solve of :func:`implicit_step`, two sparse axpys (11):
+    O(nnz(x_i) + log(1/ε)) per step, nothing O(K). Returns the total number of evaluations
+    of the derivative (16).
+    """
+    n_classes = W.shape[0]
+    evals = 0
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        k = ks[t]
+        yi = y[i]
+        idx = indices[indptr[i]:indptr[i + 1]]
+        val = data[indptr[i]:indptr[i + 1]]
+        z = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
+        a, A, ui, ne = implicit_step(z, u[i], sqnorm[i], lr, n_classes, tol, newton)
+        evals += ne
+        if sqnorm[i] > 0.0:
+            sparse_row_axpy(A, idx, val, W[yi])
+            sparse_row_axpy(-A, idx, val, W[k])
+        u[i] = ui
+    return evals
+
+
+# -- estimators ------------------------------------------------------------------------------
+class _DoubleSumSGD(IterativeSoftmaxEstimator):
+    """Shared parts: W = 0 and u = log K at start, η_t = η₀·decay^epoch, one epoch = N steps
+    of one datapoint and one class ``k ≠ y_i``."""
+
+    def _check(self):
+        if not (np.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
+        if not (0 < self.decay <= 1):
+            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
+        if self.shuffle not in SHUFFLE_MODES:
+            raise ValueError(f"shuffle must be one of {SHUFFLE_MODES}, got {self.shuffle!r}")
+        if self.u_init is not None and not (np.isfinite(self.u_init) and self.u_init >= 0):
+            raise ValueError(f"u_init must be None (log K) or a number >= 0, got {self.u_init!r}")
+
+    def _init_state(self, X, y, rng):
+        self._check()
+        K = self.classes_.shape[0]
+        u0 = math.log(K) if self.u_init is None else float(self.u_init)
+        return {"W": np.zeros((K, X.shape[1])), "u": np.full(X.shape[0], u0)}
+
+    def _lr(self, epoch):
+        return float(self.learning_rate) * float(self.decay) ** epoch
+
+    def _draws(self, rng, y, n_classes):
+        rows = epoch_order(rng, y.shape[0], self.shuffle)
+        r = rng.integers(0, n_classes - 1, size=rows.shape[0])
+        ks = r + (r >= y[rows])  # uniform on the K − 1 classes other than y_i
+        return rows, ks
+
+    def _coef(self, state):
+        return state["W"], None
+
+
+class VanillaSGD(_DoubleSumSGD):
+    """Plain SGD on the double sum (eq. 6 or Raman et al.'s eq. 8), one (i, k) per step.
+
+    Its gradients are exponential in ``x_iᵀ(w_k − w_{y_i}) − u_i`` (Section 2.2): at large
+    learning rates it overflows; the fit then stops with a ``DivergenceWarning``,
+    ``diverged_ = True`` and the last finite weights.
+
+    Parameters
+    ----------
+    learning_rate : float, η₀ (the authors' code's scale; η_t = η₀ · decay^epoch)
+    n_epochs : int ; decay : float (0.9 in the paper)
+    formulation : "proposed" (eq. 6) | "raman" (eq. 8)
+    mu : float ≥ 0, ridge (our scale: the paper's μ/N), with the β_j weights
+    shuffle : "uniform" (paper) | "reshuffle" | "fixed" (authors' code)
+    u_init : None (log K, Algorithm 1) or a number ≥ 0 (the authors' code used 0)
+    random_state, verbose : as usual
+
+    Attributes
+    ----------
+    coef_ (K, D), intercept_ (None), classes_, history_, diverged_, n_epochs_, u_ (N,)
+    """
+
+    _delta = np.inf
+
+    def __init__(self, learning_rate=0.01, n_epochs=10, formulation="proposed", mu=0.0,
+                 decay=0.9, shuffle="uniform", u_init=None, random_state=None, verbose=False):
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.formulation = formulation
+        self.mu = mu
+        self.decay = decay
+        self.shuffle = shuffle
+        self.u_init = u_init
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _init_state(self, X, y, rng):
+        if self.formulation not in FORMULATIONS:
+            raise ValueError(f"formulation must be one of {FORMULATIONS}, got {self.formulation!r}")
+        if not (self.mu >= 0):
+            raise ValueError(f"mu must be >= 0, got {self.mu!r}")
+        state = super()._init_state(X, y, rng)
+        K = self.classes_.shape[0]
+        state["beta"] = class_weights(y, K)
+        state["b_w"], state["b_u"] = umax_bounds(X, K, float(self.mu))
+        return state
+
+    def _delta_value(self):
+        return self._delta
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        rows, ks = self._draws(rng, y, state["W"].shape[0])
+        sgd_epoch(X.indptr, X.indices, X.data, y, state["W"], state["u"], rows, ks,
+                  self._lr(epoch), self.formulation == "raman", float(self._delta_value()),
+                  float(self.mu), state["beta"], state["b_u"], state["b_w"])
+
+    def fit(self, X, y, eval_set=None):
+        super().fit(X, y, eval_set=eval_set)
+        self.u_ = self._state["u"].copy()
+        return self
+
+
+class UMax(VanillaSGD):
+    """U-max (Algorithm 1): vanilla SGD plus the u-increase rule with threshold δ and the
+    projections onto ``0 ≤ u ≤ B_u``, ``‖w_k‖ ≤ B_W`` (Appendix A).
+
+    With μ = 0 (the paper's experiments) the bounds of Appendix A are infinite (B_W² =
+    2 log K/μ): only ``u ≥ 0`` is enforced. Parameters as :class:`VanillaSGD` plus
+    ``delta`` (δ = 1 in the paper); the default learning rate is larger because the
+    gradients are bounded by ``(K−1)e^δ‖x_i‖``.
+    """
+
+    def __init__(self, learning_rate=0.1, n_epochs=10, delta=1.0, formulation="proposed",
+                 mu=0.0, decay=0.9, shuffle="uniform", u_init=None, random_state=None,
+                 verbose=False):
+        super().__init__(learning_rate=learning_rate, n_epochs=n_epochs,
+                         formulation=formulation, mu=mu, decay=decay, shuffle=shuffle,
+                         u_init=u_init, random_state=random_state, verbose=verbose)
+        self.delta = delta
+
+    def _delta_value(self):
+        if not (self.delta > 0 and np.isfinite(self.delta)):
+            raise ValueError(f"delta must be a positive number, got {self.delta!r}")
+        return self.delta
+
+
+class ImplicitSGD(_DoubleSumSGD):
+    """Implicit SGD on the proposed double sum, one datapoint and one class per step
+    (Proposition 4, Appendix F.1), μ = 0.
+
+    Each step solves ``θ⁺ = θ − η∇f_ik(θ⁺)`` exactly (to ``tol`` in ``u_i``): stable for any
+    learning rate (tested from 1e-4 to 1e4).
+
+    Parameters
+    ----------
+    learning_rate, n_epochs, decay, shuffle, u_init, random_state, verbose : as
+        :class:`VanillaSGD`
+    tol : float, ε: width of the final bracket on ``u_i``, relative to ``1 + u_i``
+    solver : "bisection" (the paper) or "newton" (Newton steps safeguarded by the same bracket;
+        same root, far fewer evaluations)
+
+    Attributes
+    ----------
+    as :class:`VanillaSGD`, plus ``n_evals_``: evaluations of (16) per step, per epoch.
+    """
+
+    def __init__(self, learning_rate=1.0, n_epochs=10, tol=1e-10, solver="bisection",
+                 decay=0.9, shuffle="uniform", u_init=None, random_state=None, verbose=False):
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.tol = tol
+        self.solver = solver
+        self.decay = decay
+        self.shuffle = shuffle
+        self.u_init = u_init
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _init_state(self, X, y, rng):
+        if self.solver not in ("bisection", "newton"):
+            raise ValueError(f"solver must be 'bisection' or 'newton', got {self.solver!r}")
+        if not (self.tol > 0):
+            raise ValueError(f"tol must be > 0, got {self.tol!r}")
+        state = super()._init_state(X, y, rng)
+        state["sqnorm"] = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+        state["evals"] = []
+        return state
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        rows, ks = self._draws(rng, y, state["W"].shape[0])
+        ev = implicit_epoch(X.indptr, X.indices, X.data, state["sqnorm"], y, state["W"],
+                            state["u"], rows, ks, self._lr(epoch), float(self.tol),
+                            self.solver == "newton")
+        state["evals"].append(ev / max(rows.shape[0], 1))
+
+    def fit(self, X, y, eval_set=None):
+        super().fit(X, y, eval_set=eval_set)
+        self.u_ = self._state["u"].copy()
+        self.n_evals_ = list(self._state["evals"])
+        return self
