@@ -1,0 +1,99 @@
+"""Repository hygiene: clean notebooks with papermill parameters, a valid toc, exact pins."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+
+import nbformat
+import pytest
+import yaml
+
+from conftest import ROOT, build_tool, toc_entries
+
+
+def committed_notebooks():
+    try:
+        out = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+        paths = [ROOT / p for p in out]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout
+        paths = [p for p in ROOT.glob("notebooks/**/*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(p for p in paths if p.exists())
+
+
+NOTEBOOKS = committed_notebooks()
+IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+             and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, (f"{path.relative_to(ROOT)}: code cells {dirty} carry outputs or execution "
+                       "counts; clear them (e.g. `jupyter nbconvert --clear-output --inplace`)")
+    assert "widgets" not in nb.metadata, f"{path.relative_to(ROOT)}: widget state in metadata"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_has_parameters_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, f"{path.relative_to(ROOT)}: needs exactly one cell tagged 'parameters'"
+    assigned = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    try:
+                        assigned[target.id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        assigned[target.id] = ...
+    assert assigned.get("scale") == "ci", f"{path.relative_to(ROOT)}: parameters need scale = \"ci\""
+    assert "results_path" in assigned, f"{path.relative_to(ROOT)}: parameters need results_path"
+
+
+def test_toc_entries_exist():
+    missing = []
+    for entry in toc_entries():
+        try:
+            build_tool.resolve(entry, ROOT)
+        except build_tool.BuildError as exc:
+            missing.append(str(exc))
+    assert not missing, "\n".join(missing)
+
+
+def test_config_builds_offline_from_executed_notebooks():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["execute_notebooks"] == "off"
+    assert config["only_build_toc_files"] is True
+    text = (ROOT / "_config.yml").read_text()
+    urls = re.findall(r"https?://\S+", "\n".join(l.split("#")[0] for l in text.splitlines()))
+    assert not urls, f"_config.yml points at remote resources: {urls}"
+
+
+def test_requirements_are_exact_pins():
+    bad, pins = [], {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?==([A-Za-z0-9_.+!\-]+)(\s*;.*)?", line)
+        if not m:
+            bad.append(line)
+        else:
+            pins[m.group(1).lower().replace("_", "-")] = m.group(3)
+    assert not bad, f"requirements.txt lines that are not exact pins (name==version): {bad}"
+    assert "jupyter-book" in pins, "requirements.txt must pin jupyter-book"
+    assert pins["jupyter-book"].split(".")[0] == "1", \
+        "jupyter-book must be 1.x (jupyter-book<2): 2.x is a different, Node-based tool"
+
+
+def test_node_packages_are_pinned():
+    package = json.loads((ROOT / "package.json").read_text())
+    loose = {k: v for k, v in package.get("dependencies", {}).items()
+             if not re.fullmatch(r"\d+\.\d+\.\d+", v)}
+    assert not loose, f"package.json: pin exact versions, not ranges: {loose}"
+    assert (ROOT / "package-lock.json").exists(), "package-lock.json must be committed"

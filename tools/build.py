@@ -1,0 +1,516 @@
+#!/usr/bin/env python
+"""Build *Softmax at scale*: execute every notebook of ``_toc.yml`` once, then render offline HTML.
+
+Steps (each one writes into ``_build/``, never into the sources)::
+
+    1. execute   papermill runs notebooks/<name>.ipynb  -> _build/executed/notebooks/<name>.ipynb
+                 with parameters scale and results_path -> _build/results/<name>.json;
+                 status, seconds, failing cell          -> _build/execution.json
+    2. stage     _config.yml (+ bib files, local JS), _toc.yml, book/, executed notebooks,
+                 MathJax / require.js / widget manager from node_modules -> _build/src/
+    3. render    jupyter-book build _build/src (execute_notebooks: off) -> _build/html/
+                 Sphinx warnings                         -> _build/sphinx-warnings.txt
+
+A notebook is executed again only when its inputs changed since its last successful run
+(the notebook, ``xclib/**/*.py``, ``requirements.txt`` and the scale), so ``make book`` then
+``make test`` executes each notebook once. The tests (``tests/test_notebooks.py``,
+``tests/test_book_html.py``) read the same outputs.
+
+Usage::
+
+    python tools/build.py                      # everything at $XCLIB_SCALE (default "ci")
+    python tools/build.py --only 01_unbiased_softmax --scale paper
+    python tools/build.py --keep-going         # record failures, build anyway (make test)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+EXECUTED = BUILD / "executed"
+RESULTS = BUILD / "results"
+LOGS = BUILD / "logs"
+SRC = BUILD / "src"
+HTML = BUILD / "html"
+STATUS_FILE = BUILD / "execution.json"
+WARNINGS_FILE = BUILD / "sphinx-warnings.txt"
+NODE_MODULES = ROOT / "node_modules"
+
+# Seconds: (per cell, per notebook).  CI scale keeps every chapter to minutes; paper scale is long.
+TIMEOUTS = {"ci": (900, 1500), "paper": (6 * 3600, 24 * 3600)}
+
+# Local copies of the JavaScript that jupyter-book would otherwise fetch from CDNs:
+# (npm package folder, files/folders to copy, destination under <html>/vendor/).
+VENDOR = [
+    ("mathjax", ["es5"], "mathjax"),
+    ("requirejs", ["require.js"], "requirejs"),
+    ("@jupyter-widgets/html-manager", ["dist"], "html-manager"),
+]
+
+# ipywidgets 8 calls the MathJax 2 API (MathJax.Hub.Queue); MathJax 3 only has typesetPromise.
+MATHJAX2_SHIM = """\
+// Softmax at scale: ipywidgets 8 calls the MathJax 2 API MathJax.Hub.Queue(["Typeset", Hub, el]);
+// the book serves MathJax 3, whose equivalent is MathJax.typesetPromise([el]).
+(function () {
+  function install() {
+    var mj = window.MathJax;
+    if (!mj || !mj.version || mj.Hub) { return; }
+    mj.Hub = {
+      Queue: function () {
+        for (var i = 0; i < arguments.length; i++) {
+          var job = arguments[i], el = Array.isArray(job) ? job[2] : undefined;
+          if (mj.typesetPromise) { mj.typesetPromise(el ? [el] : undefined).catch(function () {}); }
+        }
+      }
+    };
+  }
+  install();
+  document.addEventListener("DOMContentLoaded", install);
+  window.addEventListener("load", install);
+})();
+"""
+
+
+class BuildError(RuntimeError):
+    """A problem with the sources or the tool chain (not a failing notebook)."""
+
+
+# --------------------------------------------------------------------------- table of contents
+def toc_files(root: Path = ROOT) -> list[str]:
+    """Every ``file:`` of ``_toc.yml`` in reading order (root first), without extension."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(node["file"])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []) or []:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk({k: v for k, v in toc.items() if k != "root"})
+    return [str(Path(f).with_suffix("")) if Path(f).suffix in {".md", ".ipynb", ".rst"} else f
+            for f in files]
+
+
+def resolve(entry: str, root: Path = ROOT) -> Path:
+    """The source file of a toc entry; a clear error when the toc lists a missing file."""
+    for suffix in (".ipynb", ".md", ".rst"):
+        path = root / (entry + suffix)
+        if path.exists():
+            return path
+    raise BuildError(
+        f"_toc.yml lists '{entry}' but none of {entry}.ipynb / .md / .rst exists in {root}; "
+        "add the file or remove the entry from _toc.yml")
+
+
+def toc_notebooks(root: Path = ROOT) -> list[Path]:
+    """The notebooks of the toc (``notebooks/NN_name.ipynb``), in order."""
+    return [p for p in (resolve(e, root) for e in toc_files(root)) if p.suffix == ".ipynb"]
+
+
+# --------------------------------------------------------------------------- execution
+def input_hash(notebook: Path, scale: str) -> str:
+    """Hash of what an execution depends on: the notebook, the library, the pins, the scale."""
+    h = hashlib.sha256()
+    h.update(f"scale={scale}\n".encode())
+    files = [notebook, ROOT / "requirements.txt", *sorted((ROOT / "xclib").rglob("*.py"))]
+    for path in files:
+        if path.exists():
+            h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load_status() -> dict:
+    if STATUS_FILE.exists():
+        try:
+            return json.loads(STATUS_FILE.read_text())
+        except json.JSONDecodeError:
+            return {}
+    return {}
+
+
+def save_status(status: dict) -> None:
+    BUILD.mkdir(parents=True, exist_ok=True)
+    tmp = STATUS_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status, indent=1, sort_keys=True))
+    tmp.replace(STATUS_FILE)
+
+
+def kernel_env(scale: str) -> dict:
+    """Environment of papermill and its kernel."""
+    env = dict(os.environ)
+    env["XCLIB_BUILD"] = "1"          # the explorer shows the static sweep, no live widgets
+    env["XCLIB_SCALE"] = scale
+    env.setdefault("NUMBA_CACHE_DIR", str(BUILD / "numba_cache"))
+    env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    env["PYTHONUNBUFFERED"] = "1"
+    # the kernelspec says "python": make it this interpreter's (the venv's)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """Stop papermill and everything it started (its kernel runs in its own session)."""
+    try:
+        import psutil
+
+        procs = psutil.Process(proc.pid).children(recursive=True)
+    except Exception:  # psutil missing or process gone
+        procs = []
+    for p in procs:
+        try:
+            p.terminate()
+        except Exception:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+
+
+def first_error(executed: Path) -> dict | None:
+    """Index (in the SOURCE notebook), source head and error of the first failing cell."""
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:
+        return None
+    index = -1
+    for cell in nb.cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags or "papermill-error-cell-tag" in tags:
+            continue
+        index += 1
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error":
+                tb = "\n".join(out.get("traceback", []))
+                tb = re.sub(r"\x1b\[[0-9;]*m", "", tb)
+                return {
+                    "cell": index,
+                    "execution_count": cell.get("execution_count"),
+                    "source": cell.source[:300],
+                    "error": f"{out.get('ename')}: {out.get('evalue')}",
+                    "traceback": tb[-3000:],
+                }
+    return None
+
+
+def mark_injected_cell(executed: Path) -> None:
+    """Tag papermill's injected-parameters cell ``remove-cell`` so the HTML hides it."""
+    nb = nbformat.read(executed, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+            changed = True
+    if changed:
+        nbformat.write(nb, executed)
+
+
+def execute(notebook: Path, scale: str, cell_timeout: int, nb_timeout: int) -> dict:
+    """Run one notebook with papermill (retried once when it times out); return its status."""
+    name = notebook.stem
+    out = EXECUTED / notebook.relative_to(ROOT)
+    results = RESULTS / f"{name}.json"
+    log = LOGS / f"{name}.log"
+    for path in (out, results):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            path.unlink()  # a failed run must not leave the previous run's outputs behind
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "papermill", str(notebook), str(out),
+           "-r", "scale", scale, "-r", "results_path", str(results),
+           "-k", "python3", "--cwd", str(notebook.parent),
+           "--execution-timeout", str(cell_timeout), "--no-progress-bar", "--log-output"]
+    status = {"notebook": str(notebook.relative_to(ROOT)), "scale": scale,
+              "executed": str(out.relative_to(ROOT)), "results": str(results.relative_to(ROOT)),
+              "log": str(log.relative_to(ROOT)), "attempts": 0}
+    start = time.monotonic()
+    for attempt in (1, 2):
+        status["attempts"] = attempt
+        t0 = time.monotonic()
+        with open(log, "w" if attempt == 1 else "a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n# attempt {attempt}\n")
+            fh.flush()
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
+                                    env=kernel_env(scale), start_new_session=True,
+                                    stdin=subprocess.DEVNULL)
+            try:
+                rc = proc.wait(timeout=nb_timeout)
+                outer_timeout = False
+            except subprocess.TimeoutExpired:
+                _kill_tree(proc)
+                rc, outer_timeout = None, True
+        text = log.read_text(errors="replace")
+        cell_timed_out = rc not in (0, None) and (
+            "CellTimeoutError" in text.split(f"# attempt {attempt}")[-1]
+            or "Cell execution timed out" in text.split(f"# attempt {attempt}")[-1])
+        status["seconds"] = round(time.monotonic() - start, 1)
+        status["last_attempt_seconds"] = round(time.monotonic() - t0, 1)
+        if rc == 0:
+            status.update(status="ok", error=None, cell=None)
+            break
+        if outer_timeout or cell_timed_out:
+            status.update(status="timed out",
+                          error=(f"no result after {nb_timeout} s (outer timeout)" if outer_timeout
+                                 else f"a cell ran longer than {cell_timeout} s"))
+            err = first_error(out) if out.exists() else None
+            status["cell"] = err["cell"] if err else None
+            if attempt == 1:
+                print(f"  {name}: timed out; retrying once (nbclient issue 312)", flush=True)
+                continue
+            break
+        err = first_error(out) if out.exists() else None
+        status.update(status="failed", cell=err["cell"] if err else None,
+                      error=err["error"] if err else f"papermill exited {rc}; see {log}",
+                      source=err["source"] if err else None,
+                      traceback=err["traceback"] if err else text[-3000:])
+        break
+    if out.exists():
+        mark_injected_cell(out)
+    return status
+
+
+def run_notebooks(notebooks: list[Path], scale: str, keep_going: bool, force: bool,
+                  cell_timeout: int, nb_timeout: int) -> dict:
+    status = load_status()
+    for nb in notebooks:
+        name = nb.stem
+        digest = input_hash(nb, scale)
+        prev = status.get(name, {})
+        out = EXECUTED / nb.relative_to(ROOT)
+        if (not force and prev.get("status") == "ok" and prev.get("hash") == digest
+                and out.exists() and (RESULTS / f"{name}.json").exists()):
+            print(f"  {name}: unchanged since its last successful run, not executed again",
+                  flush=True)
+            continue
+        print(f"  {name}: executing (scale={scale}) ...", flush=True)
+        st = execute(nb, scale, cell_timeout, nb_timeout)
+        st["hash"] = digest
+        st["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status[name] = st
+        save_status(status)
+        where = f" at cell {st['cell']}" if st.get("cell") is not None else ""
+        print(f"  {name}: {st['status']}{where} in {st['seconds']} s"
+              + (f" -- {st['error']}" if st["status"] != "ok" else ""), flush=True)
+        if st["status"] != "ok" and not keep_going:
+            raise SystemExit(
+                f"notebook {nb.relative_to(ROOT)} {st['status']}{where}: {st['error']}\n"
+                f"log: {st['log']}; executed copy: {st['executed']}")
+    # forget notebooks that left the toc
+    names = {nb.stem for nb in toc_notebooks()}
+    for gone in [k for k in status if k not in names]:
+        del status[gone]
+    save_status(status)
+    return status
+
+
+# --------------------------------------------------------------------------- staging
+def ensure_node_modules() -> None:
+    """npm ci (pinned by package-lock.json) when the local JS copies are missing."""
+    missing = [pkg for pkg, _, _ in VENDOR if not (NODE_MODULES / pkg / "package.json").exists()]
+    if not missing:
+        return
+    if shutil.which("npm") is None:
+        raise BuildError(f"node packages {missing} are missing and npm is not installed: "
+                         "install Node.js/npm, then run `npm ci` in " + str(ROOT))
+    print(f"  npm ci (missing: {', '.join(missing)})", flush=True)
+    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=ROOT,
+                   check=True)
+
+
+def _sync_file(src: Path, dst: Path) -> None:
+    """Copy when the content differs (unchanged files keep their mtime for Sphinx)."""
+    if dst.exists() and dst.stat().st_size == src.stat().st_size and \
+            dst.read_bytes() == src.read_bytes():
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def _sync_tree(src: Path, dst: Path, skip=lambda p: False) -> None:
+    for path in src.rglob("*"):
+        if path.is_file() and not skip(path):
+            _sync_file(path, dst / path.relative_to(src))
+
+
+def staged_config() -> dict:
+    """``_config.yml`` plus what is only known at build time (bib files)."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    bibs = list(sphinx.get("bibtex_bibfiles") or config.get("bibtex_bibfiles") or [])
+    for path in sorted((ROOT / "book" / "bib").glob("*.bib")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel not in bibs:
+            bibs.append(rel)
+    bibs = [b for b in bibs if (ROOT / b).exists()]
+    config["bibtex_bibfiles"] = bibs
+    sphinx.pop("bibtex_bibfiles", None)
+    config.setdefault("execute", {})["execute_notebooks"] = "off"
+    config["only_build_toc_files"] = True
+    return config
+
+
+def stage(notebooks: list[Path]) -> None:
+    """Assemble ``_build/src``: config, toc, book pages, executed notebooks, local JS."""
+    SRC.mkdir(parents=True, exist_ok=True)
+    (SRC / "_config.yml").write_text(yaml.safe_dump(staged_config(), sort_keys=False))
+    _sync_file(ROOT / "_toc.yml", SRC / "_toc.yml")
+    if (ROOT / "book").is_dir():
+        _sync_tree(ROOT / "book", SRC / "book", skip=lambda p: "_build" in p.parts)
+    for nb in notebooks:
+        executed = EXECUTED / nb.relative_to(ROOT)
+        # a notebook that never produced an executed copy is rendered as written (no outputs)
+        _sync_file(executed if executed.exists() else nb, SRC / nb.relative_to(ROOT))
+    # other files the notebooks may reference (images, data snippets) next to them
+    for path in (ROOT / "notebooks").rglob("*"):
+        if path.is_file() and path.suffix != ".ipynb" and ".ipynb_checkpoints" not in path.parts:
+            _sync_file(path, SRC / path.relative_to(ROOT))
+    # JavaScript served from the book itself (copied into the HTML root by html_extra_path;
+    # deliberately not a folder named _static, whose every .js jupyter-book injects everywhere)
+    ensure_node_modules()
+    extra = SRC / "_extra" / "vendor"
+    for pkg, parts, dest in VENDOR:
+        for part in parts:
+            src = NODE_MODULES / pkg / part
+            if src.is_dir():
+                _sync_tree(src, extra / dest / part if part != "dist" else extra / dest,
+                           skip=lambda p: p.suffix == ".map")
+            else:
+                _sync_file(src, extra / dest / part)
+    (extra / "mathjax2-shim.js").write_text(MATHJAX2_SHIM)
+
+
+# --------------------------------------------------------------------------- rendering
+_INLINE_CONST = re.compile(r"<script>\s*const [^<]*</script>\n?")
+
+
+def drop_duplicate_inline_scripts(page: Path) -> None:
+    """Keep the first of identical inline ``<script>const …</script>`` elements.
+
+    sphinx-thebe 0.3.1 registers its configuration script once per read phase, and jupyter-book
+    triggers that twice, so every page declares ``const THEBE_JS_URL`` twice: a SyntaxError in
+    the console of every page. (Thebe itself is off: nothing is fetched.)
+    """
+    text = page.read_text()
+    seen = set()
+
+    def once(m):
+        if m.group(0) in seen:
+            return ""
+        seen.add(m.group(0))
+        return m.group(0)
+
+    new = _INLINE_CONST.sub(once, text)
+    if new != text:
+        page.write_text(new)
+
+
+def render() -> None:
+    """``jupyter-book build`` of the staged tree into ``_build/html``; warnings to a file."""
+    jb = Path(sys.executable).parent / "jupyter-book"
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(SRC), "--all",
+           "--path-output", str(BUILD / "jb")]
+    print("  jupyter-book build ...", flush=True)
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep
+               + os.environ.get("PATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    log = proc.stdout + "\n" + proc.stderr
+    (BUILD / "book-build.log").write_text(log)
+    warnings = [line for line in log.splitlines()
+                if re.search(r"\b(WARNING|ERROR|CRITICAL|SEVERE)\b:", line)]
+    src_prefix = str(SRC) + os.sep
+    WARNINGS_FILE.write_text("".join(w.replace(src_prefix, "") + "\n" for w in warnings))
+    if proc.returncode != 0 or not (BUILD / "jb" / "_build" / "html" / "index.html").exists():
+        sys.stderr.write(log[-5000:])
+        raise BuildError(f"jupyter-book build failed (exit {proc.returncode}); "
+                         f"full log: {BUILD / 'book-build.log'}")
+    if HTML.exists():
+        shutil.rmtree(HTML)
+    shutil.copytree(BUILD / "jb" / "_build" / "html", HTML)
+    for page in HTML.rglob("*.html"):
+        drop_duplicate_inline_scripts(page)
+    print(f"  HTML: {HTML / 'index.html'} ({len(warnings)} Sphinx warnings listed in "
+          f"{WARNINGS_FILE.relative_to(ROOT)})", flush=True)
+
+
+# --------------------------------------------------------------------------- CLI
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="execute only this notebook (e.g. 01_unbiased_softmax); repeatable")
+    parser.add_argument("--scale", default=os.environ.get("XCLIB_SCALE", "ci"),
+                        choices=sorted(TIMEOUTS), help="notebook scale (default $XCLIB_SCALE or ci)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="record failing notebooks and go on (the tests report them)")
+    parser.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
+    parser.add_argument("--no-html", action="store_true", help="execute only, do not render")
+    parser.add_argument("--cell-timeout", type=int, help="seconds per cell")
+    parser.add_argument("--timeout", type=int, help="seconds per notebook (outer timeout)")
+    args = parser.parse_args(argv)
+
+    cell_timeout, nb_timeout = TIMEOUTS[args.scale]
+    cell_timeout = args.cell_timeout or cell_timeout
+    nb_timeout = args.timeout or nb_timeout
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(BUILD / "numba_cache"))
+    try:
+        for entry in toc_files():
+            resolve(entry)
+        notebooks = toc_notebooks()
+        selected = notebooks
+        if args.only:
+            by_name = {nb.stem: nb for nb in notebooks}
+            unknown = [n for n in args.only if Path(n).stem not in by_name]
+            if unknown:
+                raise BuildError(f"--only {unknown}: not a notebook of _toc.yml "
+                                 f"(known: {', '.join(by_name)})")
+            selected = [by_name[Path(n).stem] for n in args.only]
+        print(f"Executing {len(selected)} notebook(s) at scale '{args.scale}'", flush=True)
+        status = run_notebooks(selected, args.scale, args.keep_going, args.force,
+                               cell_timeout, nb_timeout)
+        if not args.no_html:
+            stage(notebooks)
+            render()
+    except BuildError as exc:
+        print(f"build error: {exc}", file=sys.stderr)
+        return 2
+    bad = {k: v for k, v in status.items() if v.get("status") != "ok"
+           and k in {nb.stem for nb in selected}}
+    if bad:
+        print("Notebooks that did not execute cleanly (details in _build/execution.json):")
+        for name, st in bad.items():
+            print(f"  {name}: {st['status']} at cell {st.get('cell')}: {st.get('error')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
