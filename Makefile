@@ -1,0 +1,48 @@
+# Softmax at scale: the two commands of the README.
+#   make book   set up .venv and the JS assets if needed, execute every notebook once, write _build/html
+#   make test   the same, plus Chromium, then the whole pytest suite on that build
+# Paper scale: XCLIB_SCALE=paper make book. Data: $XCLIB_DATA (see README), passed through.
+
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export NUMBA_CACHE_DIR ?= $(CURDIR)/_build/numba_cache
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: book test clean venv assets chromium
+
+book: venv assets
+	$(VPY) tools/build.py
+
+test: venv assets chromium
+	$(VPY) tools/build.py --keep-going
+	$(VPY) -m pytest
+
+venv: $(STAMP)
+
+# (re)install when requirements.txt or pyproject.toml change
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet -r requirements.txt
+	$(VPY) -m pip install --quiet --no-deps -e .
+	cp requirements.txt $(STAMP)
+
+assets: node_modules/.installed
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts
+	touch $@
+
+# headless Chromium for tests/test_book_html.py (Debian package; installed only as root)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else \
+		echo "Chromium is missing: install it (Debian: apt-get install chromium) or set CHROMIUM=/path" >&2; \
+	fi
+
+clean:
+	rm -rf _build
