@@ -1,0 +1,370 @@
+"""Tests of xclib.augment_reduce (Ruiz et al. 2018): noise models, bounds, unbiasedness of the
+reduced estimators, the lazy adaptive step, and the estimator."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import integrate, special, stats
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from xclib import augment_reduce as ar
+from xclib.augment_reduce import AugmentReduce
+from xclib.exact import SoftmaxRegression
+
+SOFTMAX, PROBIT, LOGISTIC, OVE = 0, 1, 2, 3
+
+
+# -- noise models against scipy --------------------------------------------------------------
+def test_noise_models_match_scipy():
+    z = np.linspace(-60, 12, 400)
+    logpdf = {SOFTMAX: stats.gumbel_r.logpdf, PROBIT: stats.norm.logpdf,
+              LOGISTIC: stats.logistic.logpdf}
+    logcdf = {SOFTMAX: stats.gumbel_r.logcdf, PROBIT: special.log_ndtr,
+              LOGISTIC: stats.logistic.logcdf}
+    for m in (SOFTMAX, PROBIT, LOGISTIC):
+        zz = z[z > -5] if m == SOFTMAX else z  # Gumbel's log Φ = −e^{−z} overflows scipy too
+        got = np.array([ar.log_Phi(m, v) for v in zz])
+        np.testing.assert_allclose(got, logcdf[m](zz), rtol=1e-9, atol=1e-12)
+        got = np.array([ar.log_phi(m, v) for v in zz])
+        np.testing.assert_allclose(got, logpdf[m](zz), rtol=1e-9, atol=1e-12)
+        # derivatives: φ/Φ and (log φ)' against central differences
+        h = 1e-6
+        for v in zz[::20]:
+            fd = (ar.log_Phi(m, v + h) - ar.log_Phi(m, v - h)) / (2 * h)
+            assert ar.dlog_Phi(m, v) == pytest.approx(fd, rel=1e-5, abs=1e-8)
+            fd = (ar.log_phi(m, v + h) - ar.log_phi(m, v - h)) / (2 * h)
+            assert ar.dlog_phi(m, v) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+    assert ar.entropy(PROBIT, 2.0) == pytest.approx(stats.norm(0, 2.0).entropy())
+    assert ar.entropy(LOGISTIC, 2.0) == pytest.approx(stats.logistic(0, 2.0).entropy())
+
+
+# -- bounds ------------------------------------------------------------------------------------
+def _log_p_quad(model, psi, y):
+    """log of eq. (5) by adaptive quadrature."""
+    f = lambda e: math.exp(ar._log_joint_row(model, psi, y, e))  # noqa: E731
+    val, _ = integrate.quad(f, -40, 60, limit=400, points=[0.0, 5.0])
+    return math.log(val)
+
+
+def test_eq5_with_gumbel_noise_is_the_softmax():
+    rng = np.random.default_rng(0)
+    psi = rng.normal(size=6)
+    for y in range(6):
+        assert _log_p_quad(SOFTMAX, psi, y) == pytest.approx(
+            psi[y] - special.logsumexp(psi), rel=1e-6)
+
+
+def test_softmax_elbo_is_a_bound_tight_at_eta_star():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        K = rng.integers(2, 50)
+        psi = rng.normal(scale=3, size=K)
+        y = rng.integers(K)
+        lse = special.logsumexp(psi) - psi[y]  # −log p(y | ψ)
+        for log_eta in rng.normal(lse, 3, size=5):
+            assert ar.softmax_elbo(lse, log_eta) <= -lse + 1e-12
+        assert ar.softmax_elbo(lse, lse) == pytest.approx(-lse, abs=1e-12)
+
+
+@pytest.mark.parametrize("model", [PROBIT, LOGISTIC])
+def test_noise_elbo_below_log_likelihood(model):
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        psi = rng.normal(size=4)
+        y = int(rng.integers(4))
+        logp = _log_p_quad(model, psi, y)
+        mu, sig = rng.normal(1, 1), rng.uniform(0.3, 2.0)
+        u = rng.standard_normal(20000) if model == PROBIT else rng.logistic(size=20000)
+        e = mu + sig * u
+        vals = np.array([ar._log_joint_row(model, psi, y, v) for v in e])
+        elbo = vals.mean() + ar.entropy(model, sig)
+        assert elbo <= logp + 3 * vals.std() / math.sqrt(len(vals))
+
+
+@pytest.mark.parametrize("model", [PROBIT, LOGISTIC])
+def test_importance_sampling_matches_quadrature(model):
+    rng = np.random.default_rng(3)
+    psi = rng.normal(size=(3, 5))
+    y = np.array([0, 2, 4])
+    exact = np.array([_log_p_quad(model, psi[i], y[i]) for i in range(3)])
+    np.testing.assert_allclose(ar.log_likelihood_is(model, psi, y, n_samples=50000), exact,
+                               atol=0.02)
+    # the paper's 1,000 samples from N(5, 5²): errors of ~0.1 nats per row for the probit
+    # (the proposal is wide for a standard-normal error), which the chapter reports
+    np.testing.assert_allclose(ar.log_likelihood_is(model, psi, y), exact, atol=0.15)
+
+
+def test_ove_bound_matches_numpy_and_is_below_softmax():
+    rng = np.random.default_rng(4)
+    psi = rng.normal(size=7)
+    for y in range(7):
+        ref = np.sum(np.log(special.expit(psi[y] - np.delete(psi, y))))
+        assert ar.ove_bound(psi, y) == pytest.approx(ref)
+        assert ar.ove_bound(psi, y) <= psi[y] - special.logsumexp(psi)
+
+
+# -- the reduce step: subsets and unbiasedness ----------------------------------------------------
+def test_subsample_classes_distinct_uniform_deterministic():
+    K, m, B = 7, 3, 4000
+    rng = np.random.default_rng(5)
+    y = rng.integers(K, size=B)
+    u = rng.random((B, m))
+    out = np.empty((B, m), np.int64)
+    mark = np.zeros(K, bool)
+    ar.subsample_classes(u, y, K, out, mark)
+    assert not mark.any()
+    for i in range(B):
+        assert len(set(out[i])) == m and y[i] not in out[i]
+    # each other class appears with probability m/(K−1)
+    freq = np.array([np.mean([(k in out[i]) for i in range(B) if y[i] == 0]) for k in range(1, K)])
+    np.testing.assert_allclose(freq, m / (K - 1), atol=0.05)
+    out2 = np.empty_like(out)
+    ar.subsample_classes(u, y, K, out2, mark)
+    np.testing.assert_array_equal(out, out2)
+
+
+def _all_subsets(K, y, m):
+    return [list(c) for c in itertools.combinations([k for k in range(K) if k != y], m)]
+
+
+def test_softmax_reduced_estimators_are_unbiased():
+    rng = np.random.default_rng(6)
+    K, m, scale = 6, 2, 3.0
+    psi = rng.normal(size=K)
+    y = 1
+    log_eta0 = 0.7
+    etas, grads, elbos = [], [], []
+    for S in _all_subsets(K, y, m):
+        S = np.array([S])
+        log_eta = np.array([log_eta0])
+        C, elbo = np.empty((1, m)), np.empty(1)
+        # α = 1 gives η̃ itself; α ≈ 0 keeps η fixed for the gradient
+        ar.softmax_local_step(np.array([psi[y]]), psi[S], log_eta, np.array([0]),
+                              np.array([1.0]), K, scale, C, elbo)
+        etas.append(np.exp(log_eta[0]))
+        log_eta = np.array([log_eta0])
+        ar.softmax_local_step(np.array([psi[y]]), psi[S], log_eta, np.array([0]),
+                              np.array([1e-300]), K, scale, C, elbo)
+        g = np.zeros(K)
+        g[S[0]] -= C[0]
+        g[y] += C[0].sum()
+        grads.append(g)
+        elbos.append(elbo[0])
+    eta_star = np.exp(psi - psi[y]).sum()
+    assert np.mean(etas) == pytest.approx(eta_star)
+    r = np.exp(psi - psi[y] - log_eta0)
+    g_full = -scale * r
+    g_full[y] = scale * (r.sum() - r[y])
+    np.testing.assert_allclose(np.mean(grads, axis=0), g_full, rtol=1e-12)
+    # the recorded one-sample ELBO uses the current η: unbiased for eq. (8) at fixed η
+    lse = special.logsumexp(psi) - psi[y]
+    assert np.mean(elbos) == pytest.approx(ar.softmax_elbo(lse, log_eta0), rel=1e-10)
+
+
+def test_softmax_gradient_is_the_elbo_gradient():
+    """With S = all other classes the coefficients are exactly d(8)/dψ (central differences)."""
+    rng = np.random.default_rng(7)
+    K = 5
+    psi = rng.normal(size=K)
+    y, log_eta0 = 3, 1.1
+    S = np.array([[k for k in range(K) if k != y]])
+    C, elbo = np.empty((1, K - 1)), np.empty(1)
+    ar.softmax_local_step(np.array([psi[y]]), psi[S], np.array([log_eta0]), np.array([0]),
+                          np.array([1e-300]), K, 1.0, C, elbo)
+    f = lambda p: ar.softmax_elbo(special.logsumexp(p) - p[y], log_eta0)  # noqa: E731
+    h = 1e-6
+    for j, k in enumerate(S[0]):
+        e = np.zeros(K)
+        e[k] = h
+        assert -C[0, j] == pytest.approx((f(psi + e) - f(psi - e)) / (2 * h), rel=1e-6)
+
+
+@pytest.mark.parametrize("model", [PROBIT, LOGISTIC])
+def test_noise_reduced_estimators_are_unbiased(model):
+    rng = np.random.default_rng(8)
+    K, m, scale = 6, 2, 2.0
+    psi = rng.normal(size=K)
+    y = 4
+    u1, u2 = np.array([0.3]), np.array([-0.8])
+    mu0, gamma0 = 0.5, 0.2
+    d_mu, grads = [], []
+    for S in _all_subsets(K, y, m):
+        S = np.array([S])
+        mu, gamma = np.array([mu0]), np.array([gamma0])
+        C, elbo = np.empty((1, m)), np.empty(1)
+        ar.noise_local_step(model, np.array([psi[y]]), psi[S], mu, gamma, np.array([0]), u1,
+                            u2, np.array([1.0]), K, scale, C, elbo)
+        d_mu.append(mu[0] - mu0)
+        mu, gamma = np.array([mu0]), np.array([gamma0])
+        ar.noise_local_step(model, np.array([psi[y]]), psi[S], mu, gamma, np.array([0]), u1,
+                            u2, np.array([1e-300]), K, scale, C, elbo)
+        g = np.zeros(K)
+        g[S[0]] -= C[0]
+        g[y] += C[0].sum()
+        grads.append(g)
+    sig = np.log1p(np.exp(gamma0))
+    e = mu0 + sig * u1[0]
+    others = [k for k in range(K) if k != y]
+    full_de = ar.dlog_phi(model, e) + sum(ar.dlog_Phi(model, e + psi[y] - psi[k]) for k in others)
+    assert np.mean(d_mu) == pytest.approx(full_de, rel=1e-10)
+    e2 = mu0 + sig * u2[0]
+    g_full = np.zeros(K)
+    for k in others:
+        c = scale * ar.dlog_Phi(model, e2 + psi[y] - psi[k])
+        g_full[k] -= c
+        g_full[y] += c
+    np.testing.assert_allclose(np.mean(grads, axis=0), g_full, rtol=1e-10)
+
+
+def test_noise_scale_step_includes_entropy_gradient():
+    """∂/∂γ of eq. (9): (∂_ε log p̃ · u + 1/σ) · sigmoid(γ), checked by finite differences of
+    the reparameterised one-sample ELBO in γ."""
+    rng = np.random.default_rng(9)
+    K = 4
+    psi = rng.normal(size=K)
+    y, u = 0, 0.4
+    S = np.array([[1, 2, 3]])
+    mu0, gamma0 = 0.3, -0.2
+
+    def one_sample(gamma):
+        sig = np.log1p(np.exp(gamma))
+        return ar._log_joint_row(PROBIT, psi, y, mu0 + sig * u) + ar.entropy(PROBIT, sig)
+
+    mu, gamma = np.array([mu0]), np.array([gamma0])
+    ar.noise_local_step(PROBIT, np.array([psi[y]]), psi[S], mu, gamma, np.array([0]),
+                        np.array([u]), np.array([0.0]), np.array([1.0]), K, 1.0,
+                        np.empty((1, 3)), np.empty(1))
+    h = 1e-6
+    assert gamma[0] - gamma0 == pytest.approx(
+        (one_sample(gamma0 + h) - one_sample(gamma0 - h)) / (2 * h), rel=1e-6)
+
+
+def test_ove_coefficients_unbiased():
+    rng = np.random.default_rng(10)
+    K, m = 6, 3
+    psi = rng.normal(size=K)
+    y = 2
+    elbos = []
+    for S in _all_subsets(K, y, m):
+        C, elbo = np.empty((1, m)), np.empty(1)
+        ar.ove_coefficients(np.array([psi[y]]), psi[np.array([S])], K, 1.0, C, elbo)
+        np.testing.assert_allclose(C[0], special.expit(psi[S] - psi[y]) * (K - 1) / m)
+        elbos.append(elbo[0])
+    assert np.mean(elbos) == pytest.approx(ar.ove_bound(psi, y))
+
+
+# -- the global step: lazy RMS state equals the dense recursion -------------------------------
+def test_global_step_matches_dense_recursion():
+    rng = np.random.default_rng(11)
+    N, D, K, B, m = 12, 6, 5, 3, 2
+    X = sp.random(N, D, density=0.4, random_state=1, format="csr")
+    y = rng.integers(K, size=N)
+    W, b = rng.normal(size=(K, D)), rng.normal(size=K)
+    Wd, bd = W.copy(), b.copy()
+    sW, sb = np.full((K, D), -1.0), np.full((K, 1), -1.0)
+    stW, stb = np.zeros((K, D), np.int64), np.zeros((K, 1), np.int64)
+    G, Gb = np.zeros((K, D)), np.zeros(K)
+    touched = np.empty(B * (m + 1) * D, np.int64)
+    touched_b = np.empty(B * (m + 1), np.int64)
+    sd, sbd = np.full((K, D), np.nan), np.full(K, np.nan)
+    Xd = X.toarray()
+    for t in range(1, 8):
+        batch = rng.choice(N, B, replace=False)
+        S = np.array([rng.choice([k for k in range(K) if k != y[n]], m, replace=False)
+                      for n in batch])
+        C = rng.random((B, m))
+        rho = 0.3
+        ar.global_step(X.indptr, X.indices, X.data, batch, y[batch], S, C, W, b, G, Gb, sW, sb,
+                       stW, stb, touched, touched_b, t, rho, True)
+        # dense reference
+        g, gb = np.zeros((K, D)), np.zeros(K)
+        pat, patb = np.zeros((K, D), bool), np.zeros(K, bool)
+        for i, n in enumerate(batch):
+            for j, k in enumerate(S[i]):
+                g[k] -= C[i, j] * Xd[n]
+                gb[k] -= C[i, j]
+                g[y[n]] += C[i, j] * Xd[n]
+                gb[y[n]] += C[i, j]
+                pat[k] |= Xd[n] != 0
+                patb[k] = True
+            pat[y[n]] |= Xd[n] != 0
+            patb[y[n]] = True
+        sd = np.where(np.isnan(sd), np.where(pat, g * g, np.nan), 0.1 * g * g + 0.9 * sd)
+        sbd = np.where(np.isnan(sbd), np.where(patb, gb * gb, np.nan), 0.1 * gb * gb + 0.9 * sbd)
+        step = rho * t ** (-0.5 + 1e-16)
+        Wd += np.where(pat, step * g / (1 + np.sqrt(np.nan_to_num(sd))), 0.0)
+        bd += np.where(patb, step * gb / (1 + np.sqrt(np.nan_to_num(sbd))), 0.0)
+        np.testing.assert_allclose(W, Wd, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(b, bd, rtol=1e-12, atol=1e-14)
+    assert not G.any() and not Gb.any()
+
+
+# -- the estimator ------------------------------------------------------------------------------
+def _blobs(n=600, K=4, D=5, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=2.0, size=(K, D))
+    y = rng.integers(K, size=n)
+    return centers[y] + rng.normal(size=(n, D)), y
+
+
+@pytest.mark.parametrize("model", ["softmax", "probit", "logistic", "ove"])
+def test_estimator_learns_and_is_deterministic(model):
+    X, y = _blobs()
+    kw = dict(model=model, batch_size=50, n_sampled=2, n_epochs=15, random_state=3,
+              history_samples=20, learning_rate=0.1)
+    a = AugmentReduce(**kw).fit(X, y)
+    b = AugmentReduce(**kw).fit(sp.csr_matrix(X), y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert a.score(X, y) > 0.85
+    assert len(a.elbo_trace_) == a.n_iter_ == 15 * (600 // 50)
+    assert np.all(np.diff(a.time_trace_) >= 0)
+    assert np.isfinite(a.log_likelihood(X, y, n_samples=200))
+
+
+def test_same_initialisation_for_every_model():
+    X, y = _blobs(n=50)
+    fits = [AugmentReduce(model=m, n_epochs=0, random_state=4).fit(X, y)
+            for m in ("softmax", "probit", "logistic", "ove")]
+    for f in fits[1:]:
+        np.testing.assert_array_equal(f.coef_, fits[0].coef_)
+        np.testing.assert_array_equal(f.intercept_, fits[0].intercept_)
+    assert np.std(fits[0].coef_) == pytest.approx(0.1, rel=0.3)
+    assert np.std(fits[0].intercept_) < 0.01
+
+
+def test_softmax_ar_approaches_the_exact_optimum():
+    X, y = _blobs(n=400, K=5, seed=1)
+    exact = SoftmaxRegression(mu=0.0, fit_intercept=True).fit(X, y)
+    ll_exact = -np.mean(-exact.predict_log_proba(X)[np.arange(len(y)), y])
+    est = AugmentReduce(batch_size=40, n_sampled=4, n_epochs=150, learning_rate=0.3,
+                        random_state=0).fit(X, y)
+    ll = est.log_likelihood(X, y)
+    assert ll <= ll_exact + 1e-9
+    assert ll == pytest.approx(ll_exact, abs=0.05)
+    # the ELBO at the end is a bound on the (per-row) log-likelihood, and close to it
+    assert est.elbo_trace_[-20:].mean() < ll + 0.02
+    assert est.elbo_trace_[-20:].mean() > ll - 0.2
+
+
+def test_bad_input_errors():
+    X, y = _blobs(n=30)
+    with pytest.raises(ValueError, match="model must be"):
+        AugmentReduce(model="gumbel").fit(X, y)
+    with pytest.raises(ValueError, match="batch_size"):
+        AugmentReduce(batch_size=0).fit(X, y)
+    with pytest.raises(ValueError, match="local_clock"):
+        AugmentReduce(local_clock="wall").fit(X, y)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        AugmentReduce().fit(X, np.zeros(30))
+
+
+@parametrize_with_checks([
+    AugmentReduce(n_epochs=5, batch_size=20, n_sampled=2, learning_rate=0.2, random_state=0),
+    AugmentReduce(model="probit", n_epochs=5, batch_size=20, n_sampled=2, learning_rate=0.2,
+                  history_samples=10, random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
