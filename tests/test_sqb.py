@@ -1,0 +1,296 @@
+"""Tests of xclib.sqb: the quadratic bound, the batch statistics, the inexact solvers, SQB and
+its baselines (all on the same ℓ2-regularised logistic objective)."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, lsqr
+from scipy.special import expit, logsumexp
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from xclib.sqb import (
+    SQB, LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, asgd_epoch, batch_curvature,
+    batch_mu, batch_schedule, bound_factors, bound_stats, cg_sigma, curvature_weight,
+    logistic_objective, logistic_optimum, lsqr_sigma, sag_epoch, sgd_epoch, sigma_matvec,
+)
+
+
+def _omega(seed, n=6, d=4, scale=1.0):
+    rng = np.random.default_rng(seed)
+    F = rng.normal(size=(n, d)) * scale
+    log_h = rng.normal(size=n)
+    return F, log_h, rng
+
+
+def _log_z(F, log_h, theta):
+    return logsumexp(log_h + F @ theta)
+
+
+def _data(seed=0, n=60, d=5, sparse=True):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
+    w = rng.normal(size=d)
+    y = (rng.random(n) < expit(X @ w)).astype(np.int64)
+    return (sp.csr_matrix(X) if sparse else X), y
+
+
+# -- the bound (Algorithm 1, eq. 3) -----------------------------------------------------------
+def test_curvature_weight_limits():
+    assert curvature_weight(0.0) == 0.25
+    assert curvature_weight(np.inf) == 0.0
+    for t in (1e-6, 1e-3, 0.5, -2.0, 30.0):
+        assert curvature_weight(t) == pytest.approx(np.tanh(t / 2) / (2 * t), rel=1e-12)
+    assert curvature_weight(5e-5) == pytest.approx(np.tanh(2.5e-5) / 1e-4, rel=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bound_holds_everywhere_and_is_tight_at_anchor(seed):
+    F, log_h, rng = _omega(seed, scale=1.5)
+    anchor = rng.normal(size=F.shape[1])
+    log_z, r, S = bound_stats(F, log_h, anchor)
+    # tight: value and gradient (r = E_p[f]) at θ̃
+    p = np.exp(log_h + F @ anchor - _log_z(F, log_h, anchor))
+    assert log_z == pytest.approx(_log_z(F, log_h, anchor), rel=1e-12)
+    np.testing.assert_allclose(r, p @ F, rtol=1e-10, atol=1e-12)
+    # holds at many random θ, near and far
+    for scale in (0.01, 0.3, 1.0, 5.0):
+        for _ in range(200):
+            theta = anchor + scale * rng.normal(size=F.shape[1])
+            delta = theta - anchor
+            bound = log_z + 0.5 * delta @ S @ delta + delta @ r
+            assert _log_z(F, log_h, theta) <= bound + 1e-10
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bound_curvature_dominates_covariance(seed):
+    F, log_h, rng = _omega(seed, n=8, d=3)
+    anchor = rng.normal(size=3)
+    _, r, S = bound_stats(F, log_h, anchor)
+    p = np.exp(log_h + F @ anchor - _log_z(F, log_h, anchor))
+    cov = (F - r).T @ ((F - r) * p[:, None])
+    assert np.linalg.eigvalsh(S - cov).min() >= -1e-12
+
+
+def test_bound_factors_lemma4_and_h_zero():
+    F, log_h, rng = _omega(7)
+    theta = rng.normal(size=F.shape[1])
+    log_z, r, L, D = bound_factors(F, log_h, theta)
+    _, _, S = bound_stats(F, log_h, theta)
+    np.testing.assert_allclose(L.T @ (D[:, None] * L), S, rtol=1e-12, atol=1e-14)
+    assert D[0] == 0.0  # the first term (z → 0⁺) adds no curvature
+    # h(y) = 0 removes y from Ω
+    log_h2 = np.r_[log_h, -np.inf]
+    F2 = np.vstack([F, rng.normal(size=F.shape[1])])
+    log_z2, r2, S2 = bound_stats(F2, log_h2, theta)
+    assert log_z2 == pytest.approx(log_z)
+    np.testing.assert_allclose(r2, r)
+    np.testing.assert_allclose(S2, S)
+
+
+def test_bound_extreme_scores_stay_finite():
+    F = np.array([[0.0, 0.0], [800.0, 0.0], [0.0, -900.0]])
+    log_z, r, S = bound_stats(F, np.zeros(3), np.ones(2))
+    assert np.isfinite(log_z) and np.all(np.isfinite(r)) and np.all(np.isfinite(S))
+    assert log_z == pytest.approx(800.0)
+
+
+def test_binary_special_case_is_jaakkola_jordan():
+    """Ω = {0, 1}, f(0) = 0, f(1) = x: r = σ(u) x and S = tanh(u/2)/(2u) x xᵀ (both orders)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=4)
+    theta = rng.normal(size=4)
+    u = x @ theta
+    for F in (np.vstack([np.zeros(4), x]), np.vstack([x, np.zeros(4)])):
+        log_z, r, S = bound_stats(F, np.zeros(2), theta)
+        assert log_z == pytest.approx(np.logaddexp(0, u))
+        np.testing.assert_allclose(r, expit(u) * x, rtol=1e-12)
+        np.testing.assert_allclose(S, curvature_weight(u) * np.outer(x, x), rtol=1e-12)
+
+
+# -- the batch statistics and the factored operator ------------------------------------------
+def test_batch_mu_is_minibatch_gradient_and_unbiased():
+    X, y = _data(1)
+    theta = np.random.default_rng(0).normal(size=X.shape[1])
+    eta = 0.1
+    batch = np.array([3, 7, 7, 20], dtype=np.int64)
+    mu = np.empty(X.shape[1])
+    batch_mu(X.indptr, X.indices, X.data, y.astype(float), theta, batch, mu)
+    Xd = X.toarray()
+    np.testing.assert_allclose(mu, Xd[batch].T @ (expit(Xd[batch] @ theta) - y[batch]) / 4,
+                               rtol=1e-12)
+    # Lemma 1: averaging μ_T over all batches of size 1 gives the full data gradient
+    full = np.zeros_like(mu)
+    for j in range(X.shape[0]):
+        batch_mu(X.indptr, X.indices, X.data, y.astype(float), theta, np.array([j]), mu)
+        full += mu / X.shape[0]
+    _, g = logistic_objective(theta, X, y, eta)
+    np.testing.assert_allclose(full + eta * theta, g, rtol=1e-10)
+
+
+def test_logistic_objective_gradient_finite_differences():
+    X, y = _data(2)
+    theta = np.random.default_rng(1).normal(size=X.shape[1])
+    f, g = logistic_objective(theta, X, y, 0.3)
+    eps = 1e-6
+    fd = [(logistic_objective(theta + eps * e, X, y, 0.3, False)
+           - logistic_objective(theta - eps * e, X, y, 0.3, False)) / (2 * eps)
+          for e in np.eye(X.shape[1])]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
+
+
+def _sigma(X, theta, batch, eta):
+    Xd = X.toarray()[batch]
+    c = np.array([curvature_weight(u) for u in Xd @ theta]) / len(batch)
+    return Xd.T @ (c[:, None] * Xd) + eta * np.eye(X.shape[1]), c
+
+
+def test_factored_operator_equals_explicit_matrix():
+    X, _ = _data(3)
+    theta = np.random.default_rng(2).normal(size=X.shape[1])
+    batch = np.array([0, 5, 9, 11, 40], dtype=np.int64)
+    A, c = _sigma(X, theta, batch, 0.05)
+    w = np.empty(5)
+    batch_curvature(X.indptr, X.indices, X.data, theta, batch, w)
+    np.testing.assert_allclose(w, c, rtol=1e-12)
+    v = np.random.default_rng(4).normal(size=X.shape[1])
+    out = np.empty_like(v)
+    sigma_matvec(X.indptr, X.indices, X.data, batch, w, 0.05, v, out)
+    np.testing.assert_allclose(out, A @ v, rtol=1e-12)
+    # the bound of each row in the batch, summed, is the same Σ (Algorithm 1 over the batch)
+    S = sum(bound_stats(np.vstack([np.zeros(X.shape[1]), X[j].toarray().ravel()]),
+                        np.zeros(2), theta)[2] for j in batch) / len(batch)
+    np.testing.assert_allclose(S + 0.05 * np.eye(X.shape[1]), A, rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_iter", [1, 2, 3, 5])
+def test_lsqr_and_cg_match_scipy_and_converge(n_iter):
+    X, _ = _data(4, n=80, d=8)
+    theta = np.random.default_rng(5).normal(size=8)
+    batch = np.arange(0, 80, 3, dtype=np.int64)
+    A, c = _sigma(X, theta, batch, 0.01)
+    rhs = np.random.default_rng(6).normal(size=8)
+    x = np.empty(8)
+    lsqr_sigma(X.indptr, X.indices, X.data, batch, c, 0.01, rhs, n_iter, x)
+    op = LinearOperator((8, 8), matvec=lambda v: A @ v, rmatvec=lambda v: A @ v)
+    ref = lsqr(op, rhs, atol=0, btol=0, conlim=0, iter_lim=n_iter)[0]
+    np.testing.assert_allclose(x, ref, rtol=1e-8, atol=1e-10)
+    # CG: the Krylov minimiser of the A-norm error, compared with a dense transcription
+    cg_sigma(X.indptr, X.indices, X.data, batch, c, 0.01, rhs, n_iter, x)
+    K = np.column_stack([np.linalg.matrix_power(A, i) @ rhs for i in range(n_iter)])
+    Q, _ = np.linalg.qr(K)
+    ref_cg = Q @ np.linalg.solve(Q.T @ A @ Q, Q.T @ rhs)
+    np.testing.assert_allclose(x, ref_cg, rtol=1e-6, atol=1e-9)
+    # both solve the system after d iterations
+    for solver in (lsqr_sigma, cg_sigma):
+        solver(X.indptr, X.indices, X.data, batch, c, 0.01, rhs, 40, x)
+        np.testing.assert_allclose(A @ x, rhs, rtol=1e-6, atol=1e-8)
+
+
+def test_batch_schedule():
+    k = np.arange(1, 8)
+    np.testing.assert_array_equal(batch_schedule(k, 5, 8, 0.5), [5, 6, 6, 7, 7, 8, 8])
+    np.testing.assert_array_equal(batch_schedule(k, 5, 200, 0.001), [5] * 7)
+
+
+# -- the baseline kernels against NumPy transcriptions ----------------------------------------
+def test_sgd_asgd_sag_kernels_match_numpy():
+    X, y = _data(5, n=30)
+    Xd, yf = X.toarray(), y.astype(float)
+    order = np.random.default_rng(0).integers(0, 30, size=50)
+    eta, a = 0.05, 0.3
+    th = np.zeros(5)
+    sgd_epoch(X.indptr, X.indices, X.data, yf, th, eta, a, order)
+    ref = np.zeros(5)
+    avg_ref = np.zeros(5)
+    for t, i in enumerate(order):
+        ref = (1 - a * eta) * ref - a * (expit(Xd[i] @ ref) - yf[i]) * Xd[i]
+        avg_ref += (ref - avg_ref) / (t + 1)
+    np.testing.assert_allclose(th, ref, rtol=1e-12, atol=1e-14)
+    th, avg = np.zeros(5), np.zeros(5)
+    assert asgd_epoch(X.indptr, X.indices, X.data, yf, th, avg, 0, eta, a, order) == 50
+    np.testing.assert_allclose(avg, avg_ref, rtol=1e-12, atol=1e-14)
+    # SAG with a constant step
+    sq = (Xd ** 2).sum(1)
+    th, mem, seen, dsum = np.zeros(5), np.zeros(30), np.zeros(30, bool), np.zeros(5)
+    sag_epoch(X.indptr, X.indices, X.data, yf, sq, th, mem, seen, dsum, 0, eta, a, 1.0, False,
+              order)
+    ref, G, S = np.zeros(5), np.zeros(30), set()
+    for i in order:
+        G[i] = expit(Xd[i] @ ref) - yf[i]
+        S.add(i)
+        ref = (1 - a * eta) * ref - a / len(S) * (G @ Xd)
+    np.testing.assert_allclose(th, ref, rtol=1e-10, atol=1e-13)
+
+
+# -- estimators reach the same optimum ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def problem():
+    X, y = _data(11, n=400, d=6)
+    eta = 1.0 / 400
+    theta, fstar = logistic_optimum(X, y, eta)
+    return X, y, eta, theta, fstar
+
+
+def test_optimum_matches_sklearn(problem):
+    X, y, eta, theta, _ = problem
+    ref = LogisticRegression(C=1.0 / (eta * X.shape[0]), fit_intercept=False, tol=1e-12,
+                             max_iter=10000).fit(X, y)
+    np.testing.assert_allclose(theta, ref.coef_.ravel(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("est", [
+    SQB(n_inner=6, gamma_mu=40, gamma_sigma=40, learning_rate=1.0),
+    SQB(n_inner=6, solver="cg", gamma_mu=40, gamma_sigma=40, cap_sigma=None),
+    LogisticSAG(), LogisticSAG(line_search=True), LogisticLBFGS(),
+], ids=["sqb", "sqb-cg", "sag", "sagls", "lbfgs"])
+def test_estimators_reach_lbfgs_optimum(problem, est):
+    X, y, eta, theta, fstar = problem
+    est.set_params(n_epochs=60, random_state=0).fit(X, y)
+    assert est.history_["train_loss"][-1] - fstar < 1e-6
+    np.testing.assert_allclose(est.theta_, theta, atol=2e-3)
+    assert est.eta_ == eta and len(est.history_["passes"]) == 60
+
+
+def test_sgd_and_asgd_get_close(problem):
+    X, y, eta, _, fstar = problem
+    for cls in (LogisticSGD, LogisticASGD):
+        est = cls(learning_rate=0.05, n_epochs=30, random_state=0).fit(X, y)
+        assert est.history_["train_loss"][-1] - fstar < 1e-2
+
+
+def test_sqb_effective_passes_and_determinism(problem):
+    X, y, *_ = problem
+    a = SQB(n_epochs=4, random_state=3).fit(X, y)
+    b = SQB(n_epochs=4, random_state=3).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    passes = np.array(a.history_["passes"])
+    assert np.all(passes >= np.arange(1, 5)) and np.all(passes < np.arange(1, 5) + 0.1)
+    assert a.n_iter_ > 0
+
+
+def test_predict_proba_is_logistic(problem):
+    X, y, *_ = problem
+    est = LogisticSAG(n_epochs=3, random_state=0).fit(X, y)
+    p = est.predict_proba(X)
+    np.testing.assert_allclose(p[:, 1], expit(X @ est.theta_), rtol=1e-10)
+    assert est.coef_.shape == (2, X.shape[1]) and np.all(est.coef_[0] == 0)
+
+
+def test_bad_input():
+    X, y = _data(0)
+    with pytest.raises(ValueError, match="Only binary"):
+        SQB(n_epochs=1).fit(X, np.arange(X.shape[0]) % 3)
+    with pytest.raises(ValueError, match="solver"):
+        SQB(solver="qr", n_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="n_inner"):
+        SQB(n_inner=0, n_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="eta"):
+        LogisticSGD(eta=-1.0, n_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="learning_rate"):
+        LogisticSGD(learning_rate=0.0, n_epochs=1).fit(X, y)
+
+
+@parametrize_with_checks([SQB(n_epochs=3), LogisticSGD(n_epochs=3), LogisticASGD(n_epochs=3),
+                          LogisticSAG(n_epochs=3), LogisticLBFGS(n_epochs=3)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
