@@ -42,7 +42,7 @@ def _results(execution_status, name):
 def test_executed(execution_status, name):
     st = _status(execution_status, name)
     if st.get("status") != "ok":
-        where = f" at cell {st['cell']}" if st.get("cell") is not None else ""
+        where = f" at cell index {st['cell']}" if st.get("cell") is not None else ""
         msg = [f"notebooks/{name}.ipynb {st.get('status')}{where} "
                f"(after {st.get('seconds')} s, {st.get('attempts')} attempt(s)): {st.get('error')}"]
         if st.get("source"):

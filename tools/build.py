@@ -220,6 +220,15 @@ def first_error(executed: Path) -> dict | None:
                     "error": f"{out.get('ename')}: {out.get('evalue')}",
                     "traceback": tb[-3000:],
                 }
+    index = -1
+    for cell in nb.cells:  # no error output: the cell papermill saw running when it was stopped
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags or "papermill-error-cell-tag" in tags:
+            continue
+        index += 1
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
+            return {"cell": index, "execution_count": None, "source": cell.source[:300],
+                    "error": "still running when stopped", "traceback": ""}
     return None
 
 
@@ -285,6 +294,7 @@ def execute(notebook: Path, scale: str, cell_timeout: int, nb_timeout: int) -> d
                                  else f"a cell ran longer than {cell_timeout} s"))
             err = first_error(out) if out.exists() else None
             status["cell"] = err["cell"] if err else None
+            status["source"] = err["source"] if err else None
             if attempt == 1:
                 print(f"  {name}: timed out; retrying once (nbclient issue 312)", flush=True)
                 continue
@@ -319,7 +329,7 @@ def run_notebooks(notebooks: list[Path], scale: str, keep_going: bool, force: bo
         st["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         status[name] = st
         save_status(status)
-        where = f" at cell {st['cell']}" if st.get("cell") is not None else ""
+        where = f" at cell index {st['cell']}" if st.get("cell") is not None else ""
         print(f"  {name}: {st['status']}{where} in {st['seconds']} s"
               + (f" -- {st['error']}" if st["status"] != "ok" else ""), flush=True)
         if st["status"] != "ok" and not keep_going:
@@ -508,7 +518,7 @@ def main(argv=None) -> int:
     if bad:
         print("Notebooks that did not execute cleanly (details in _build/execution.json):")
         for name, st in bad.items():
-            print(f"  {name}: {st['status']} at cell {st.get('cell')}: {st.get('error')}")
+            print(f"  {name}: {st['status']} at cell index {st.get('cell')}: {st.get('error')}")
     return 0
 
 
