@@ -34,7 +34,7 @@ import time
 import numpy as np
 from numba import njit
 
-from ._numba import logsumexp, other_class, sparse_row_axpy, sparse_row_dot
+from ._numba import logsumexp, other_class
 from .base import IterativeSoftmaxEstimator
 from .metrics import score_blocks, softmax_loss_and_error
 
@@ -57,6 +57,7 @@ MODELS = {"softmax": 0, "probit": 1, "logistic": 2, "ove": 3}
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT2 = math.sqrt(2.0)
+_DECAY = 0.9 ** np.arange(2048)  # 0.9^Δt of the lazily decayed RMS state (a numba constant)
 
 
 # -- 1. noise models ---------------------------------------------------------------------
@@ -255,15 +256,25 @@ def subsample_classes(u, y, n_classes, out, mark):
 
 @njit(cache=True, nogil=True)
 def batch_utilities(indptr, indices, data, batch, y, S, W, b, psi_y, psi_S):
-    """``ψ_nk = w_kᵀx_n + w_k⁽⁰⁾`` for ``k = y_n`` and ``k ∈ S_n``: O(B · (|S|+1) · nnz)."""
+    """``ψ_nk = w_kᵀx_n + w_k⁽⁰⁾`` for ``k = y_n`` and ``k ∈ S_n``: O(B · (|S|+1) · nnz).
+
+    (The sparse dot product of :func:`xclib._numba.sparse_row_dot`, written inline: slicing a
+    row view per class costs more than the dot itself when rows are short.)
+    """
     for i in range(batch.shape[0]):
         n = batch[i]
         lo, hi = indptr[n], indptr[n + 1]
-        idx, val = indices[lo:hi], data[lo:hi]
-        psi_y[i] = sparse_row_dot(idx, val, W[y[i]]) + b[y[i]]
+        k = y[i]
+        acc = b[k]
+        for p in range(lo, hi):
+            acc += data[p] * W[k, indices[p]]
+        psi_y[i] = acc
         for j in range(S.shape[1]):
             k = S[i, j]
-            psi_S[i, j] = sparse_row_dot(idx, val, W[k]) + b[k]
+            acc = b[k]
+            for p in range(lo, hi):
+                acc += data[p] * W[k, indices[p]]
+            psi_S[i, j] = acc
 
 
 @njit(cache=True, nogil=True)
@@ -283,9 +294,14 @@ def softmax_local_step(psi_y, psi_S, log_eta, batch, alpha, n_classes, scale, C,
     for i in range(psi_y.shape[0]):
         log1ma = math.log1p(-alpha[i]) if alpha[i] < 1.0 else -np.inf
         loga = math.log(alpha[i])
+        dmax = -np.inf
         for j in range(m):
-            d[j] = psi_S[i, j] - psi_y[i]
-        a = log_ratio + logsumexp(d)
+            dmax = max(dmax, psi_S[i, j] - psi_y[i])
+        tot = 0.0
+        for j in range(m):  # one exp per sampled class, reused by the global step
+            d[j] = math.exp(psi_S[i, j] - psi_y[i] - dmax)
+            tot += d[j]
+        a = log_ratio + dmax + math.log(tot)
         log_eta_tilde = max(0.0, a) + math.log1p(math.exp(-abs(a)))  # log(1 + e^a)
         n = batch[i]
         old = log1ma + log_eta[n]
@@ -294,8 +310,9 @@ def softmax_local_step(psi_y, psi_S, log_eta, batch, alpha, n_classes, scale, C,
         log_eta[n] = hi + math.log(math.exp(old - hi) + math.exp(new - hi))
         le = log_eta[n]
         elbo[i] = softmax_elbo(log_eta_tilde, le)
+        f = scale * math.exp(log_ratio + dmax - le)
         for j in range(m):
-            C[i, j] = scale * math.exp(log_ratio + d[j] - le)
+            C[i, j] = f * d[j]
 
 
 @njit(cache=True, nogil=True)
@@ -351,12 +368,14 @@ def ove_coefficients(psi_y, psi_S, n_classes, scale, C, elbo):
         elbo[i] = ratio * s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _touch(k, col, t, stamp, s, touched, nt):
     """First touch of coordinate (k, col) in iteration t: decay its RMS state lazily."""
-    if stamp[k, col] != t:
-        if s[k, col] >= 0.0:
-            s[k, col] *= 0.9 ** (t - stamp[k, col])
+    last = stamp[k, col]
+    if last != t:
+        if s[k, col] > 0.0:
+            dt = t - last
+            s[k, col] *= _DECAY[dt] if dt < _DECAY.shape[0] else 0.9 ** dt
         stamp[k, col] = t
         touched[nt] = k * stamp.shape[1] + col
         nt += 1
@@ -380,22 +399,23 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
     D = W.shape[1]
     nt = 0
     nb = 0
+    m = S.shape[1]
     for i in range(batch.shape[0]):
         n = batch[i]
         lo, hi = indptr[n], indptr[n + 1]
-        idx, val = indices[lo:hi], data[lo:hi]
         cy = 0.0
-        for j in range(S.shape[1] + 1):
-            if j < S.shape[1]:
+        for j in range(m + 1):
+            if j < m:
                 k = S[i, j]
                 c = -C[i, j]
                 cy += C[i, j]
             else:
                 k = y[i]
                 c = cy
-            for p in range(idx.shape[0]):
-                nt = _touch(k, idx[p], t, stampW, sW, touched, nt)
-            sparse_row_axpy(c, idx, val, G[k])
+            for p in range(lo, hi):  # sparse_row_axpy(c, x_n, G[k]) with lazy touches
+                col = indices[p]
+                nt = _touch(k, col, t, stampW, sW, touched, nt)
+                G[k, col] += c * data[p]
             if fit_intercept:
                 nb = _touch(k, 0, t, stampb, sb, touched_b, nb)
                 Gb[k] += c
@@ -572,14 +592,16 @@ class AugmentReduce(IterativeSoftmaxEstimator):
         return st["W"], (st["b"] if self.fit_intercept else None)
 
     def _history_metrics(self, coef, intercept, X, y):
-        if MODELS[self.model] in (0, 3):
-            return softmax_loss_and_error(coef, X, y, intercept)
         ll, err = self._loglik_and_error(coef, intercept, X, y, self.history_samples)
         return -ll, err
 
     # -- evaluation -------------------------------------------------------------------------
     def _loglik_and_error(self, coef, intercept, X, y, n_samples, random_state=0):
         code = MODELS[self.model]
+        if code in (0, 3) and X.nnz == 0 and intercept is not None:
+            # no features (the Section 4.1 toy): ψ_n = b for every row, O(N + K)
+            log_p = intercept - logsumexp(intercept)
+            return float(np.mean(log_p[y])), float(np.mean(y != np.argmax(intercept)))
         if code in (0, 3):
             loss, err = softmax_loss_and_error(coef, X, y, intercept)
             return -loss, err
