@@ -52,6 +52,7 @@ __all__ = [
     "ChecksumError",
     "DataFormatError",
     "DATASETS",
+    "UNLABELLED_ROWS",
     "load",
     "describe",
     "locate",
@@ -582,6 +583,10 @@ def _first_label(Y):
     return first
 
 
+#: Rows without any label dropped by the MULAN loader, per (name, split), once parsed.
+UNLABELLED_ROWS: dict = {}
+
+
 @functools.lru_cache(maxsize=None)
 def _mulan(dir, split, loc):
     """Multi-class MULAN: keep the lowest-index label; one encoding for train and test.
@@ -596,6 +601,7 @@ def _mulan(dir, split, loc):
     first = firsts[split]
     keep = first >= 0
     n_drop = int((~keep).sum())
+    UNLABELLED_ROWS[(dir, split)] = n_drop
     if n_drop:
         warnings.warn(f"{dir} {split}: {n_drop} rows without any label dropped",
                       stacklevel=4)
@@ -690,12 +696,14 @@ def _newsgroups(split, max_features, loc):
 
 @functools.lru_cache(maxsize=None)
 def _sector(split, loc):
+    """PARTIAL set, for smoke tests and illustrations only (no train split here)."""
     X, y = _svmlight(f"sector_partial/sector.{split}.gz", 55197, **_kw(loc))
     return _freeze(X, y.astype(np.int64) - 1)
 
 
 @functools.lru_cache(maxsize=None)
 def _clef(split, loc):
+    """PARTIAL set, for smoke tests and illustrations only (test split only)."""
     hier = _read_bytes("clef_partial/cat_hier.txt", **_kw(loc)).decode()
     edges = np.array([line.split() for line in hier.splitlines() if line.strip()], dtype=np.int64)
     leaves = np.array(sorted(set(edges[:, 1]) - set(edges[:, 0])))
@@ -709,6 +717,7 @@ def _clef(split, loc):
 
 @functools.lru_cache(maxsize=None)
 def _omniglot(split, size, label, loc):
+    """PARTIAL set (8 of 50 alphabets), for smoke tests and illustrations only."""
     from PIL import Image
 
     parts = {"small1": ["small1"], "small2": ["small2"], "train": ["small1", "small2"]}[split]
