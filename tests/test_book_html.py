@@ -283,6 +283,10 @@ def visit(browser, page):
     state["failed"] = [e["params"].get("errorText") for e in events
                        if e.get("method") == "Network.loadingFailed"
                        and not e["params"].get("canceled")]
+    state["missing"] = [f'{e["params"]["response"]["status"]} {e["params"]["response"]["url"]}'
+                        for e in events if e.get("method") == "Network.responseReceived"
+                        and e["params"]["response"]["status"] >= 400
+                        and not e["params"]["response"]["url"].endswith("/favicon.ico")]
     state["exceptions"] = [e["params"]["exceptionDetails"].get("exception", {}).get(
         "description", e["params"]["exceptionDetails"].get("text"))[:500]
         for e in events if e.get("method") == "Runtime.exceptionThrown"]
@@ -320,8 +324,11 @@ def test_page_math_is_typeset(browser, page):
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_images_load_and_scripts_run(browser, page):
+def test_page_loads_cleanly(browser, page):
+    """Images load, every file the page asks for exists, no JavaScript error, widgets drawn."""
     state = visit(browser, page)
+    assert not state["missing"], f"{page}: requests that failed: {state['missing']}"
+    assert not state["failed"], f"{page}: loads that failed: {state['failed']}"
     broken = [i["src"] for i in state["images"] if not i["ok"]]
     assert not broken, f"{page}: images that did not load: {broken}"
     assert not state["exceptions"], f"{page}: JavaScript errors: {state['exceptions']}"

@@ -58,14 +58,23 @@ TIMEOUTS = {"ci": (900, 1500), "paper": (6 * 3600, 24 * 3600)}
 VENDOR = [
     ("mathjax", ["es5"], "mathjax"),
     ("requirejs", ["require.js"], "requirejs"),
-    ("@jupyter-widgets/html-manager", ["dist"], "html-manager"),
+    # kept at <html>/vendor/<npm name>/dist/: require.js (baseUrl <html>/vendor/, set by
+    # widgets-offline.js) resolves the manager's module, and its fonts, there
+    ("@jupyter-widgets/html-manager", ["dist"], "@jupyter-widgets/html-manager"),
 ]
 
-# ipywidgets 8 calls the MathJax 2 API (MathJax.Hub.Queue); MathJax 3 only has typesetPromise.
-MATHJAX2_SHIM = """\
-// Softmax at scale: ipywidgets 8 calls the MathJax 2 API MathJax.Hub.Queue(["Typeset", Hub, el]);
-// the book serves MathJax 3, whose equivalent is MathJax.typesetPromise([el]).
+# Loaded on pages with embedded widgets, after require.js and before the widget manager.
+WIDGETS_SHIM = """\
+// Softmax at scale: make the Jupyter widget manager work offline with MathJax 3.
 (function () {
+  // 1. AMD modules (and the manager's fonts, found relative to its module URI) resolve under
+  //    <book>/vendor/, wherever the page is, instead of the page's own folder.
+  var me = document.currentScript && document.currentScript.src;
+  if (me && window.require && window.require.config) {
+    window.require.config({baseUrl: new URL("./", me).href});
+  }
+  // 2. ipywidgets 8 calls the MathJax 2 API MathJax.Hub.Queue(["Typeset", Hub, el]);
+  //    the book serves MathJax 3, whose equivalent is MathJax.typesetPromise([el]).
   function install() {
     var mj = window.MathJax;
     if (!mj || !mj.version || mj.Hub) { return; }
@@ -413,11 +422,10 @@ def stage(notebooks: list[Path]) -> None:
         for part in parts:
             src = NODE_MODULES / pkg / part
             if src.is_dir():
-                _sync_tree(src, extra / dest / part if part != "dist" else extra / dest,
-                           skip=lambda p: p.suffix == ".map")
+                _sync_tree(src, extra / dest / part, skip=lambda p: p.suffix == ".map")
             else:
                 _sync_file(src, extra / dest / part)
-    (extra / "mathjax2-shim.js").write_text(MATHJAX2_SHIM)
+    (extra / "widgets-offline.js").write_text(WIDGETS_SHIM)
 
 
 # --------------------------------------------------------------------------- rendering
