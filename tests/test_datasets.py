@@ -175,12 +175,29 @@ def test_mulan_first_label_shared_encoding(mirror):
     mirror("bibtex/bibtex.xml", XML.encode())
     with pytest.warns(UserWarning, match="1 rows without any label dropped"):
         X, y = load("bibtex", "train")
-    # row 3 has no label; rows' first labels: L_b, L_a, L_c -> used {a, b, c}
+    # row 3 has no label; rows' first labels: L_b, L_a, L_c -> codes in label order
     assert X.shape == (3, 3) and X.dtype == np.float64 and y.dtype == np.int64
     np.testing.assert_array_equal(y, [1, 0, 2])
     np.testing.assert_array_equal(X.toarray()[0], [1, 0, 0.5])
+    assert ds.UNLABELLED_ROWS[("bibtex", "train")] == 1
     Xt, yt = load("bibtex", "test")
     np.testing.assert_array_equal(yt, [1, 2])  # the same codes mean the same labels
+
+
+def test_mulan_test_only_labels_come_after_train_codes(mirror):
+    train = ARFF_TRAIN.split("@data")[0] + "@data\n{0 1,4 1}\n{2 1,5 1}\n{1 1,4 1,5 1}\n"
+    test = ARFF_TEST + "{1 1,3 1}\n"  # L_a (label index 0) occurs only in test
+    mirror("bibtex/bibtex-train.arff.gz", train.encode())
+    mirror("bibtex/bibtex-test.arff.gz", test.encode())
+    mirror("bibtex/bibtex.xml", XML.encode())
+    _, y = load("bibtex", "train")
+    np.testing.assert_array_equal(y, [0, 1, 0])  # L_b -> 0, L_c -> 1: contiguous in train
+    _, yt = load("bibtex", "test")
+    np.testing.assert_array_equal(yt, [0, 1, 2])  # L_b, L_c, then L_a (test only) -> 2
+    with pytest.warns(UserWarning, match="1 rows whose first label never occurs in train"):
+        Xk, yk = load("bibtex", "test", only_train_classes=True)
+    np.testing.assert_array_equal(yk, [0, 1])
+    assert Xk.shape == (2, 3)
 
 
 def test_idx_mnist_pipeline(mirror):
@@ -310,6 +327,19 @@ def test_real_shapes(name, split, shape, K):
     assert sp.isspmatrix_csr(X) and X.dtype == np.float64 and y.dtype == np.int64
     assert X.shape == shape
     assert np.unique(y).size == K and y.min() >= 0
+    if split == "train":
+        assert y.max() == K - 1  # codes 0..K-1
+
+
+@real
+@pytest.mark.filterwarnings("ignore:delicious")
+def test_real_mulan_test_codes():
+    _, ytr = load("bibtex", download=False)
+    _, yte = load("bibtex", "test", download=False)
+    assert (~np.isin(yte, ytr)).sum() == 3 and yte.max() == 147
+    with pytest.warns(UserWarning, match="3 rows"):
+        _, yk = load("bibtex", "test", only_train_classes=True, download=False)
+    assert yk.size == 2512 and np.isin(yk, ytr).all()
 
 
 @real

@@ -591,12 +591,17 @@ UNLABELLED_ROWS: dict = {}
 def _mulan(dir, split, loc):
     """Multi-class MULAN: keep the lowest-index label; one encoding for train and test.
 
-    The code of a row is the rank of its first label's index (its position in the XML,
-    0-based) among the first labels that occur in train or test. So the same code means the
-    same tag in both splits, codes are ``0..K_all-1``, and a split may miss some codes.
+    Codes ``0..K_train-1`` are the first labels occurring in train, in label order (their
+    position in the XML); the first labels that occur only in test follow, also in label
+    order, as ``K_train, K_train+1, ...``. So train codes are contiguous and the same code
+    is the same tag in both splits.
     """
     firsts = {s: _first_label(_mulan_raw(dir, s, loc)[1]) for s in ("train", "test")}
-    used = np.unique(np.concatenate([f[f >= 0] for f in firsts.values()]))
+    seen = np.unique(firsts["train"][firsts["train"] >= 0])
+    only_test = np.setdiff1d(firsts["test"][firsts["test"] >= 0], seen)
+    order = np.concatenate([seen, only_test])  # code -> label index
+    code = np.full(len(_mulan_raw(dir, split, loc)[2]), -1, np.int64)
+    code[order] = np.arange(order.size)
     X, Y, names = _mulan_raw(dir, split, loc)
     first = firsts[split]
     keep = first >= 0
@@ -605,7 +610,7 @@ def _mulan(dir, split, loc):
     if n_drop:
         warnings.warn(f"{dir} {split}: {n_drop} rows without any label dropped",
                       stacklevel=4)
-    y = np.searchsorted(used, first[keep]).astype(np.int64)
+    y = code[first[keep]]
     return _freeze(X[keep], y)
 
 
@@ -795,6 +800,8 @@ DATASETS = {
 }
 
 _OPTIONS = {
+    "bibtex": {"only_train_classes": False},
+    "delicious": {"only_train_classes": False},
     "20newsgroups": {"max_features": 10000},
     "covtype_binary": {"split_seed": 0},
     "omniglot": {"size": 28, "label": "character"},
@@ -816,11 +823,13 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
             MULAN multi-label sets made multi-class by keeping each row's lowest-index label
             (its position among the label attributes, i.e. the order of the ``.xml``), as the
             softmax papers did. Rows with no label are dropped with a warning (delicious: 10
-            train, 4 test). The codes are shared by train and test: code ``c`` is the ``c``-th
-            smallest label index among the first labels occurring in train or test, so the
-            same code is the same tag in both splits (train has 146 / 352 distinct codes,
-            test 145 / 241; a test code may be absent from train). Bibtex: 4880 / 2515 rows ×
-            1836 binary features; delicious: 12910 / 3181 rows × 500.
+            train, 4 test; counts in :data:`UNLABELLED_ROWS`). One encoding serves both
+            splits: the train split's first labels, in label order, get codes
+            ``0..K_train-1`` (K_train = 146 / 352); first labels seen only in test follow
+            (codes ``K_train, ...``: 2 for bibtex on 3 test rows, 19 for delicious on 21 test
+            rows). Option ``only_train_classes=True`` drops those test rows, so that a model
+            fitted on train can score every test row (e.g. as ``eval_set``). Bibtex: 4880 /
+            2515 rows × 1836 binary features; delicious: 12910 / 3181 rows × 500.
         ``"20newsgroups"``
             The "bydate" split (11314 / 7532 posts, K = 20, codes = groups in alphabetical
             order), vectorised by :class:`~sklearn.feature_extraction.text.TfidfVectorizer`
@@ -867,7 +876,8 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
     download : bool, optional
         Allow downloading missing files (default: yes unless ``$XCLIB_OFFLINE`` is set).
     **options
-        Dataset options named above (``max_features``, ``split_seed``, ``size``, ``label``).
+        Dataset options named above (``only_train_classes``, ``max_features``,
+        ``split_seed``, ``size``, ``label``).
 
     Returns
     -------
@@ -903,6 +913,13 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
         X, y = _mnist(split, loc_kw)
     elif name in ("bibtex", "delicious"):
         X, y = _mulan(name, split, loc_kw)
+        if opts["only_train_classes"] and split != "train":
+            keep = y < np.unique(_mulan(name, "train", loc_kw)[1]).size
+            if not keep.all():
+                warnings.warn(f"{name} {split}: {int((~keep).sum())} rows whose first label "
+                              "never occurs in train dropped (only_train_classes=True)",
+                              stacklevel=2)
+            X, y = X[keep], y[keep]
     elif name == "20newsgroups":
         mf = opts["max_features"]
         if mf is not None and (not isinstance(mf, (int, np.integer)) or mf < 1):
