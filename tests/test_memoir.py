@@ -1,0 +1,147 @@
+"""MEMOIR (chapter 5): kernels against NumPy transcriptions, lazy == eager, sklearn checks."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from xclib.memoir import (Memoir, hinge_step, make_prototype_data, multiclass_hinge,
+                          truncate_rows, weight_memory)
+from xclib.mips import SimpleLSH
+
+
+def _eager(X, y, K, penalty, lam, eta0, eta_step, b, T, seed):
+    """Algorithms 1 and 2 transcribed in NumPy on a dense W (margins from the batch's start)."""
+    rng = np.random.default_rng(seed)
+    W = np.zeros((K, X.shape[1]))
+    n = X.shape[0]
+    for t in range(1, T + 1):
+        eta = eta0 / (1 + eta_step * t)
+        pos = rng.integers(0, n, b)
+        Xb, yb = X[pos].toarray(), y[pos]
+        if penalty == "l2":
+            W *= 1 - lam * eta
+        S = Xb @ W.T
+        sy = S[np.arange(b), yb].copy()
+        S[np.arange(b), yb] = -np.inf
+        r = S.argmax(1)
+        sr = S.max(1)
+        for j in range(b):
+            if 1 + sr[j] - sy[j] > 0:
+                W[r[j]] -= eta * Xb[j]
+                W[yb[j]] += eta * Xb[j]
+        if penalty == "l2":
+            W *= min(1.0, 1.0 / (np.sqrt(lam) * np.linalg.norm(W)))
+        else:
+            R = np.unique(np.concatenate([yb, r]))
+            th = K / len(R) * lam * eta
+            W[R] = np.sign(W[R]) * np.maximum(np.abs(W[R]) - th, 0)
+    return W
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_prototype_data(400, 60, 12, nnz_per_row=6, n_noise=2, random_state=0)
+    return X, np.unique(y, return_inverse=True)[1]
+
+
+@pytest.mark.parametrize("penalty,lam", [("l2", 1.0), ("l2", 0.01), ("l1", 1e-3)])
+def test_lazy_scaling_equals_eager_algorithm(data, penalty, lam):
+    X, y = data
+    K = y.max() + 1
+    m = Memoir(penalty=penalty, lam=lam, batch_size=30, n_iter=15, random_state=4).fit(X, y)
+    W = _eager(X, y, K, penalty, lam, 0.1, 0.02, 30, 15, 4)
+    np.testing.assert_allclose(m.coef_, W, rtol=1e-9, atol=1e-12)
+    if penalty == "l2":
+        assert np.linalg.norm(m.coef_) <= 1 / np.sqrt(lam) + 1e-9
+
+
+def test_hinge_step_matches_numpy():
+    rng = np.random.default_rng(0)
+    K, D, n = 7, 10, 12
+    X = sp.random(n, D, density=0.4, random_state=1, format="csr")
+    V = rng.standard_normal((K, D)) * 0.1
+    y = rng.integers(0, K, n)
+    r = (y + 1 + rng.integers(0, K - 1, n)) % K
+    s_r = np.asarray(X.multiply(V[r]).sum(1)).ravel()
+    acc, eta = 0.7, 0.3
+    row_sq = (V**2).sum(1)
+    V0 = V.copy()
+    n_upd, ur, uc, up = hinge_step(X.indptr, X.indices, X.data, y, r, s_r, V, row_sq, acc, eta)
+    Xd = X.toarray()
+    s_y = (Xd * V0[y]).sum(1)
+    active = 1 + acc * (s_r - s_y) > 0
+    ref = V0.copy()
+    for j in np.flatnonzero(active):
+        ref[r[j]] -= eta / acc * Xd[j]
+        ref[y[j]] += eta / acc * Xd[j]
+    np.testing.assert_allclose(V, ref, atol=1e-13)
+    np.testing.assert_allclose(row_sq, (ref**2).sum(1), atol=1e-12)
+    assert n_upd == active.sum() and len(ur) == 2 * n_upd
+
+
+def test_truncation_matches_eq13():
+    rng = np.random.default_rng(0)
+    V = rng.standard_normal((5, 8))
+    rows = np.array([0, 3])
+    ref = V.copy()
+    ref[rows] = np.where(ref[rows] > 0.5, ref[rows] - 0.5, np.where(ref[rows] < -0.5, ref[rows] + 0.5, 0))
+    row_sq = np.zeros(5)
+    truncate_rows(V, rows, 0.5, row_sq)
+    np.testing.assert_array_equal(V, ref)
+    np.testing.assert_allclose(row_sq[rows], (ref[rows] ** 2).sum(1))
+
+
+def test_multiclass_hinge_and_memory():
+    W = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    X = sp.csr_matrix(np.array([[2.0, 0.0], [0.0, 0.5]]))
+    loss, err = multiclass_hinge(W, X, np.array([0, 2]))
+    assert loss == pytest.approx((0 + 1.5) / 2) and err == 0.5
+    assert weight_memory(W) == (2, 12 * 2 + 8 * 4)
+
+
+def test_l1_is_sparser_and_lsh_close_to_exact():
+    X, y = make_prototype_data(3000, 400, 200, random_state=1)
+    Xt, yt, X, y = X[:800], y[:800], X[800:], y[800:]
+    keep = np.isin(yt, y)
+    kw = dict(n_iter=15, random_state=0)
+    ex = Memoir(lam=1e-3, **kw).fit(X, y)
+    l1 = Memoir(penalty="l1", lam=1e-4, **kw).fit(X, y)
+    lsh = Memoir(lam=1e-3, oracle=SimpleLSH(n_bits=64, n_candidates=20), **kw).fit(X, y)
+    acc = [m.score(Xt[keep], yt[keep]) for m in (ex, l1, lsh)]
+    assert acc[0] > 0.8 and acc[2] > acc[0] - 0.05
+    assert l1.weight_nnz_ < ex.weight_nnz_
+    assert lsh.n_inner_products_ * 5 < ex.n_inner_products_
+
+
+def test_same_seed_same_weights_and_bad_input(data):
+    X, y = data
+    a = Memoir(oracle="simple_lsh", n_iter=5, random_state=1).fit(X, y).coef_
+    b = Memoir(oracle="simple_lsh", n_iter=5, random_state=1).fit(X, y).coef_
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="penalty"):
+        Memoir(penalty="l3").fit(X, y)
+    with pytest.raises(ValueError, match="unknown MIPS oracle"):
+        Memoir(oracle="annoy").fit(X, y)
+    with pytest.raises(ValueError, match="n_iter"):
+        Memoir(n_iter=-1).fit(X, y)
+    m = Memoir(n_iter=2).fit(X, y)
+    assert not hasattr(m, "predict_proba")
+    with pytest.raises(ValueError, match="features"):
+        m.predict(X[:, :5])
+
+
+def test_history_records_every_eval_every(data):
+    X, y = data
+    m = Memoir(n_iter=7, eval_every=3, random_state=0).fit(X, y, eval_set=(X, y))
+    assert m.history_["epoch"] == [1, 2, 3] and m.n_iter_ == 7
+    assert np.all(np.isfinite(m.history_["eval_loss"]))
+
+
+@parametrize_with_checks([Memoir(n_iter=10, lam=1e-3, random_state=0),
+                          Memoir(penalty="l1", oracle="simple_lsh", n_iter=10, random_state=0)])
+def test_sklearn_estimator_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
