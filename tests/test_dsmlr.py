@@ -162,7 +162,7 @@ def test_reaches_the_lbfgs_optimum(schedule):
     X, y = _data(n=300)
     lam = 1e-2
     opt = SoftmaxRegression(mu=lam * X.shape[0], tol=1e-10).fit(X, y).objective_
-    m = DSMLR(lam=lam, eta0=0.1, n_epochs=40, n_workers=2, schedule=schedule,
+    m = DSMLR(lam=lam, eta0=0.05, n_epochs=40, n_workers=2, schedule=schedule,
               random_state=0).fit(X, y)
     obj = m.history_["objective"]
     assert obj[-1] < obj[0]

@@ -235,12 +235,16 @@ class WorkerLostError(RuntimeError):
 class _Blocks:
     """Data blocks (CSR pieces, labels, b) and class-block boundaries for P workers."""
 
-    def __init__(self, X, y, n_classes, P):
+    def __init__(self, X, y, n_classes, P, rng):
         self.P = P
-        self.rb = partition(X.shape[0], P)
+        n = X.shape[0]
+        self.rb = partition(n, P)
         self.cb = partition(n_classes, P)
-        self.X = [X[self.rb[p]:self.rb[p + 1]] for p in range(P)]
-        self.y = [np.ascontiguousarray(y[self.rb[p]:self.rb[p + 1]]) for p in range(P)]
+        # rows are dealt to workers at random once (data files are often sorted by class; a
+        # block holding only some classes makes the block-wise steps drift), then stay put
+        self.order = rng.permutation(n) if P > 1 else np.arange(n)
+        self.X = [as_csr(X[self.order[self.rb[p]:self.rb[p + 1]]]) for p in range(P)]
+        self.y = [np.ascontiguousarray(y[self.order[self.rb[p]:self.rb[p + 1]]]) for p in range(P)]
         self.b = [np.full(self.rb[p + 1] - self.rb[p], -math.log(n_classes)) for p in range(P)]
 
 
@@ -272,8 +276,8 @@ class DSMLR(IterativeSoftmaxEstimator):
     """Doubly-separable multinomial logistic regression (Raman et al. 2019).
 
     Minimises ``L1(W)`` of eq. (2) through ``L2(W, b)`` of eq. (10): stochastic steps (13) on
-    ``W``, exact ``b`` (9) once per outer iteration. Rows are split into P contiguous blocks and
-    classes into P contiguous blocks; each worker owns one data block (and its ``b``) for the
+    ``W``, exact ``b`` (9) once per outer iteration. Rows are dealt at random (seeded) into P
+    near-equal blocks and classes into P contiguous blocks; each worker owns one data block (and its ``b``) for the
     whole fit, parameter blocks move.
 
     Parameters
@@ -371,7 +375,7 @@ class DSMLR(IterativeSoftmaxEstimator):
         K = self.classes_.shape[0]
         P = self._check_params(n, K)
         self.n_workers_ = P
-        st = {"P": P, "K": K, "W": np.zeros((K, d)), "blocks": _Blocks(X, y, K, P),
+        st = {"P": P, "K": K, "W": np.zeros((K, d)), "blocks": _Blocks(X, y, K, P, rng),
               "sqnorm": []}
         if self.backend == "threads":
             st["pool"] = ThreadPoolExecutor(max_workers=P)
@@ -416,7 +420,10 @@ class DSMLR(IterativeSoftmaxEstimator):
             float(self.history_["train_loss"][e] + 0.5 * self.lam * st["sqnorm"][e])
             for e in range(n)
         ]
-        self.b_ = np.concatenate(st["blocks"].b) if self.backend != "dask" else None
+        self.b_ = None
+        if self.backend != "dask":
+            self.b_ = np.empty(X.shape[0])
+            self.b_[st["blocks"].order] = np.concatenate(st["blocks"].b)
         if self.schedule == "async":
             self.async_visits_ = np.array(st.get("visits", []))
         self._state = None
