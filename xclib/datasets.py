@@ -100,34 +100,35 @@ class _File:
     url_name: str | None = None  # name of the upstream file in the cache
 
 
-def _gz(dir, name, sha, raw_sha, url):
+def _up(dir, name, sha, raw_sha, url):
+    """A mirror file whose upstream copy is its uncompressed content (``name`` minus ``.gz``)."""
     return _File(dir, name, sha, url, raw_sha, name[:-3] if name.endswith(".gz") else name)
 
 
 _FILES = {
     f.dir + "/" + f.name: f
     for f in [
-        _gz("bibtex", "bibtex-train.arff.gz",
+        _up("bibtex", "bibtex-train.arff.gz",
             "476b2a8268d28894f0b0db1f19248a562b87edb986e9abe39a88913cb6a8aadc",
             "8dcc9de6e0b2cebaec8c1f4fac78431adeeb73cfd3ab879b530a66d366e59174",
             f"{_MULAN}/bibtex/bibtex-train.arff"),
-        _gz("bibtex", "bibtex-test.arff.gz",
+        _up("bibtex", "bibtex-test.arff.gz",
             "628bf117594f88642048a99d8c0ae22ee38cdc594f490864974cb973237d5306",
             "9b03329cde64d3f994bdf7fbbac3f3b10fe185c311cb9ae725475f59c7f3f922",
             f"{_MULAN}/bibtex/bibtex-test.arff"),
-        _gz("bibtex", "bibtex.xml",
+        _up("bibtex", "bibtex.xml",
             "08fe20013c1e75dcf1888c185f5187c95e76495b8518ce289b4d3afce38d1232",
             "08fe20013c1e75dcf1888c185f5187c95e76495b8518ce289b4d3afce38d1232",
             f"{_MULAN}/bibtex/bibtex.xml"),
-        _gz("delicious", "delicious-train.arff.gz",
+        _up("delicious", "delicious-train.arff.gz",
             "877de9ea50a0f5f57eff5d5e84fed79888966c5bcc067b94270b626ddceb8e08",
             "030186cdb542ebdd32052fcdbb1ebe30115b3a22518c1b4b198c45eb827aebe1",
             f"{_MULAN}/delicious/delicious-train.arff"),
-        _gz("delicious", "delicious-test.arff.gz",
+        _up("delicious", "delicious-test.arff.gz",
             "45c98d8d7d59f9b751efe2ada265b634ebd3422338e5d228b7c9e8911527d50b",
             "2dfb01723a819914b0ca83361177ed413ce3f2169851d9f228d4692915d63944",
             f"{_MULAN}/delicious/delicious-test.arff"),
-        _gz("delicious", "delicious.xml",
+        _up("delicious", "delicious.xml",
             "4e0c0f93c7d86a39b9fca4aaefaa00e9428f2c80277732dfbf03ca48e2c14da2",
             "4e0c0f93c7d86a39b9fca4aaefaa00e9428f2c80277732dfbf03ca48e2c14da2",
             f"{_MULAN}/delicious/delicious.xml"),
@@ -140,16 +141,16 @@ _FILES = {
               "1a1a05eab793c14bb050b398624a11b0ffd1a2953baed553b1b9bd079e2a20be"),
         _File("mnist", "t10k-labels-idx1-ubyte.gz",
               "b91679a0acfe4ba0e50a2437a903084cba1f5f92592b016a25a7dfd00455798b"),
-        _gz("a9a", "a9a.gz",
+        _up("a9a", "a9a.gz",
             "b301f3e87350539f3ebc751d07b4691a8c66f0bf38c1d179c86bbf5e2d9623b2",
             "f5d5ffd8d865ff41328e7ee043e4b020816914ff6843ff15b98905ddbedce906",
             f"{_GH}/Astraeus-Q/SVM-Classifier/01842c60893d86dc714fba10b7b483b7f3a61129/a9a.txt"),
-        _gz("a9a", "a9a.t.gz",
+        _up("a9a", "a9a.t.gz",
             "92967561181c73a60149cc8221b936eb746573fda8cbf483115d673f42b26c3f",
             "1f448a153f0320399a7e40836eb207655b0bde0f21fc941cc472193daa9f5de9",
             f"{_GH}/carolinetfls/gpu_svm_acceleration/773907bd4fd79c7e47fb1f9a54333c01aea74f49"
             "/datasets/a9a.t"),
-        _gz("covtype_binary", "covtype.libsvm.RData",
+        _up("covtype_binary", "covtype.libsvm.RData",
             "69a5e874d03167195c2a5721b7f31f55df098bc305414290d45431b417882edc",
             "69a5e874d03167195c2a5721b7f31f55df098bc305414290d45431b417882edc",
             f"{_GH}/IshmaelBelghazi/bigoptim/720e80b0c2b935a2d0c814c159b8b971ad7d7e73"
@@ -161,32 +162,32 @@ _FILES = {
               "https://ndownloader.figshare.com/files/5975967",
               "8f1b2514ca22a5ade8fbb9cfa5727df95fa587f4c87b786e15c759fa66d95610",
               "20news-bydate.tar.gz"),
-        _gz("sector_partial", "sector.heldout.gz",
+        _up("sector_partial", "sector.heldout.gz",
             "01aaa14d3af34991b5c51d5d6550616485e70865f4cc281ebba9b70922018ac8",
             "ec9aa2a07e6bf62fdad0b8ef2013d770a3c27decac8a14f54a9ccb6a8626e09d",
             f"{_GH}/a061105/ExtremeMulticlass/b5f268489f40540f4d2c8d504efbca8e0fe18aa8"
             "/examples/multiclass/sector/sector.heldout"),
-        _gz("sector_partial", "sector.test.gz",
+        _up("sector_partial", "sector.test.gz",
             "0314a59a71f1fb1a56c709646dc3a392d31395faf8d717f8b08a3a69fff8cca8",
             "46cd4b40da063824ed6fd7d23221bdff8b5b211fe36c5e84fabc0920608d60ec",
             f"{_GH}/a061105/ExtremeMulticlass/b5f268489f40540f4d2c8d504efbca8e0fe18aa8"
             "/examples/multiclass/sector/sector.test"),
-        _gz("clef_partial", "clef_test.txt.gz",
+        _up("clef_partial", "clef_test.txt.gz",
             "8c7adb128a842e8a4490a38f17f479529a5105b8961418a404a3667268fd7daa",
             "abdc806eb14dbace61a7e11af7d247ada5aa33b50509fdd45bf2230c82052d0e",
             f"{_GH}/tharangni/LSHTC-2019/7a39e3f744548ead4495aa206568c2ced598f325"
             "/recursive-regularization/rr-lr/data/clef/test.txt"),
-        _gz("clef_partial", "cat_hier.txt",
+        _up("clef_partial", "cat_hier.txt",
             "69d916b66ee1356517156361c642c25182a977ba58d6cee417c82d5e9f84893c",
             "69d916b66ee1356517156361c642c25182a977ba58d6cee417c82d5e9f84893c",
             f"{_GH}/tharangni/LSHTC-2019/7a39e3f744548ead4495aa206568c2ced598f325"
             "/recursive-regularization/rr-lr/data/clef/cat_hier.txt"),
-        _gz("omniglot_partial", "images_background_small1.zip",
+        _up("omniglot_partial", "images_background_small1.zip",
             "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
             "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
             f"{_GH}/brendenlake/omniglot/057f034baf2ecb8530bc5710e5a23584d2a519cc"
             "/python/images_background_small1.zip"),
-        _gz("omniglot_partial", "images_background_small2.zip",
+        _up("omniglot_partial", "images_background_small2.zip",
             "3ccaa407515a8778e5d0861875af38b17e418f301ad5bb3b5a6b65d901a41c7f",
             "3ccaa407515a8778e5d0861875af38b17e418f301ad5bb3b5a6b65d901a41c7f",
             f"{_GH}/brendenlake/omniglot/057f034baf2ecb8530bc5710e5a23584d2a519cc"
