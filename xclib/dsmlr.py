@@ -422,7 +422,7 @@ class DSMLR(IterativeSoftmaxEstimator):
         ]
         self.b_ = None
         if self.backend != "dask":
-            self.b_ = np.empty(X.shape[0])
+            self.b_ = np.empty(st["blocks"].order.shape[0])
             self.b_[st["blocks"].order] = np.concatenate(st["blocks"].b)
         if self.schedule == "async":
             self.async_visits_ = np.array(st.get("visits", []))
