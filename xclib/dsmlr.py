@@ -49,6 +49,7 @@ __all__ = [
     "primal_objective",
     "partition",
     "sync_schedule",
+    "simulate_schedules",
     "DSMLR",
     "DataParallelLBFGS",
     "WorkerLostError",
@@ -225,6 +226,78 @@ def sync_schedule(n_workers):
     return [[(p, (p + s) % P) for p in range(P)] for s in range(P)]
 
 
+def simulate_schedules(block_nnz, n_classes, n_features, sec_per_op, lbfgs_sec_per_op,
+                       bandwidth=1.25e9, latency=50e-6, max_chunks=256):
+    """Simulated time and bytes of one outer iteration on P machines (a model, not a run).
+
+    P = ``len(block_nnz)`` workers; worker p holds ``block_nnz[p]`` non-zeros. A unit of work
+    "one non-zero × one class" costs ``sec_per_op`` seconds for DS-MLR (the (13) step plus the
+    partial sum of (9), measured on one worker) and ``lbfgs_sec_per_op`` for one exact
+    gradient (measured likewise). A message of m bytes between two workers costs
+    ``latency + m / bandwidth`` (defaults: 10 Gbit/s, 50 µs).
+
+    * sync (Algorithm 1): 2P inner epochs; in each the slowest worker sets the pace and every
+      worker then sends a parameter block (K/P rows of D float64) to its neighbour. The partial
+      sums need a dot product per (non-zero, class) but no step, counted as half an op.
+    * async (Algorithm 2): an event simulation of the token ring — columns (grouped in at most
+      ``max_chunks`` chunks) queue at a worker, take ``sec_per_op · nnz_p · |chunk|`` there and
+      arrive at the next worker a message later; computation and communication overlap.
+    * L-BFGS (data parallel): per iteration one gradient (slowest worker) and a ring all-reduce
+      of the K × D gradient, ``2 (P−1)/P · 8KD`` bytes per worker, plus the broadcast of W.
+
+    Returns a dict: ``{"sync"|"async"|"lbfgs": {"time": seconds, "bytes": bytes sent per
+    worker}}`` per outer iteration (L-BFGS: per iteration).
+    """
+    import heapq
+
+    nnz = np.asarray(block_nnz, dtype=float)
+    P = nnz.shape[0]
+    K, D = int(n_classes), int(n_features)
+    cb = partition(K, P)
+    kq = np.diff(cb).astype(float)
+    msg = lambda rows: latency + 8.0 * D * rows / bandwidth  # noqa: E731
+    # sync
+    t_sync = 0.0
+    for s in range(P):
+        t_sync += max(sec_per_op * nnz[p] * kq[(p + s) % P] for p in range(P))
+        t_sync += msg(kq.max()) if P > 1 else 0.0
+    for s in range(P):
+        t_sync += max(0.5 * sec_per_op * nnz[p] * kq[(p + s) % P] for p in range(P))
+        t_sync += msg(kq.max()) if P > 1 else 0.0
+    bytes_sync = 2 * P * 8.0 * D * kq.max() if P > 1 else 0.0
+    # async: token ring, FIFO queues, chunks of columns
+    n_chunks = min(K, max_chunks)
+    size = np.diff(partition(K, n_chunks)).astype(float)
+    free = np.zeros(P)
+    done = np.zeros(P, dtype=int)
+    events = []  # (arrival time, seq, worker, chunk, hops)
+    rng = np.random.default_rng(0)
+    seq = 0
+    for c in range(n_chunks):
+        heapq.heappush(events, (0.0, seq, int(rng.integers(P)), c, 0))
+        seq += 1
+    t_async = 0.0
+    while events:
+        t, _, p, c, hops = heapq.heappop(events)
+        start = max(t, free[p])
+        free[p] = start + 1.5 * sec_per_op * nnz[p] * size[c]
+        done[p] += 1
+        t_async = max(t_async, free[p])
+        if hops + 1 < P:
+            heapq.heappush(events, (free[p] + msg(size[c]), seq, (p + 1) % P, c, hops + 1))
+            seq += 1
+    bytes_async = 8.0 * D * K * (P - 1) / P if P > 1 else 0.0
+    # data-parallel L-BFGS
+    t_l = lbfgs_sec_per_op * nnz.max() * K
+    bytes_l = 0.0
+    if P > 1:
+        bytes_l = 2 * (P - 1) / P * 8.0 * K * D + 8.0 * K * D / P
+        t_l += bytes_l / bandwidth + 2 * math.ceil(math.log2(P)) * latency
+    return {"sync": {"time": t_sync, "bytes": bytes_sync},
+            "async": {"time": t_async, "bytes": bytes_async},
+            "lbfgs": {"time": t_l, "bytes": bytes_l}}
+
+
 class WorkerLostError(RuntimeError):
     """A Dask worker holding a data block left during a fit; the fit stops (no partial model)."""
 
@@ -263,6 +336,12 @@ def _dask_sgd(Xp, yp, bp, Wq, rows, cls, off, eta, lam, K):
     Wq = Wq.copy()
     _sgd_call(Xp, yp, bp, rows, Wq, cls, off, eta, lam, K, 0.0)
     return Wq
+
+
+def _worker_bytes(dask_worker):
+    from dask.sizeof import sizeof
+
+    return sum(sizeof(v) for v in dask_worker.data.values())
 
 
 def _dask_b(*parts):
@@ -315,7 +394,9 @@ class DSMLR(IterativeSoftmaxEstimator):
     coef_ (K, D), intercept_ None, classes_, history_ (adds ``objective`` = L1(W) per epoch),
     b_ (N,) the final b (exact eq. (9) of the final W for sync/exact; None on Dask, where b
     stays on the workers), n_workers_ (P after the clamp), diverged_, async_visits_
-    (async only: (T, P, K) booleans, which columns each worker updated in each outer iteration).
+    (async only: (T, P, K) booleans, which columns each worker updated in each outer iteration),
+    worker_bytes_ (dask only: per worker, the largest number of bytes Dask held for it at the end
+    of an outer iteration — its data block, b block and the parameter blocks it last updated).
     """
 
     def __init__(self, lam=1e-4, eta0=0.1, n_epochs=10, n_workers=1, schedule="sync",
@@ -426,6 +507,9 @@ class DSMLR(IterativeSoftmaxEstimator):
             self.b_[st["blocks"].order] = np.concatenate(st["blocks"].b)
         if self.schedule == "async":
             self.async_visits_ = np.array(st.get("visits", []))
+        if self.backend == "dask":
+            peak = st.get("worker_bytes", {})
+            self.worker_bytes_ = [peak.get(a, 0) for a in st.get("addr", [])]
         self._state = None
         return self
 
@@ -606,6 +690,11 @@ class DSMLR(IterativeSoftmaxEstimator):
         state["Wf"], state["bf"] = Wf, bf
         self._dask_wait(state, Wf + bf, wait)
         state["epoch_done"] += 1
+        # what each worker holds now (Dask's own accounting of its stored results)
+        held = c.run(_worker_bytes, workers=addr)
+        peak = state.setdefault("worker_bytes", {})
+        for a, nbytes in held.items():
+            peak[a] = max(peak.get(a, 0), int(nbytes))
 
     def _dask_wait(self, state, futures, wait):
         c, addr = state["client"], state["addr"]
