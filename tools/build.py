@@ -132,8 +132,46 @@ def resolve(entry: str, root: Path = ROOT) -> Path:
 
 
 def toc_notebooks(root: Path = ROOT) -> list[Path]:
-    """The notebooks of the toc (``notebooks/NN_name.ipynb``), in order."""
-    return [p for p in (resolve(e, root) for e in toc_files(root)) if p.suffix == ".ipynb"]
+    """The notebooks of the toc (``notebooks/NN_name.ipynb``) that exist, in order."""
+    out = []
+    for entry in toc_files(root):
+        try:
+            path = resolve(entry, root)
+        except BuildError:
+            continue
+        if path.suffix == ".ipynb":
+            out.append(path)
+    return out
+
+
+def missing_entries(root: Path = ROOT) -> list[str]:
+    """Toc entries whose file does not exist."""
+    missing = []
+    for entry in toc_files(root):
+        try:
+            resolve(entry, root)
+        except BuildError:
+            missing.append(entry)
+    return missing
+
+
+def pruned_toc(missing: list[str]) -> dict:
+    """``_toc.yml`` without the ``missing`` entries (``--keep-going`` builds the rest)."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    gone = {str(Path(m)) for m in missing}
+
+    def keep(node):
+        if isinstance(node, dict):
+            if "file" in node and str(Path(node["file"]).with_suffix("")) in gone:
+                return None
+            node = dict(node)
+            for key in ("parts", "chapters", "sections"):
+                if key in node:
+                    node[key] = [c for c in (keep(c) for c in node[key] or []) if c is not None]
+            return node
+        return node
+
+    return keep(toc)
 
 
 # --------------------------------------------------------------------------- execution
@@ -346,7 +384,7 @@ def run_notebooks(notebooks: list[Path], scale: str, keep_going: bool, force: bo
                 f"notebook {nb.relative_to(ROOT)} {st['status']}{where}: {st['error']}\n"
                 f"log: {st['log']}; executed copy: {st['executed']}")
     # forget notebooks that left the toc
-    names = {nb.stem for nb in toc_notebooks()}
+    names = {Path(e).name for e in toc_files()}
     for gone in [k for k in status if k not in names]:
         del status[gone]
     save_status(status)
@@ -403,7 +441,11 @@ def stage(notebooks: list[Path]) -> None:
     """Assemble ``_build/src``: config, toc, book pages, executed notebooks, local JS."""
     SRC.mkdir(parents=True, exist_ok=True)
     (SRC / "_config.yml").write_text(yaml.safe_dump(staged_config(), sort_keys=False))
-    _sync_file(ROOT / "_toc.yml", SRC / "_toc.yml")
+    missing = missing_entries()
+    if missing:
+        (SRC / "_toc.yml").write_text(yaml.safe_dump(pruned_toc(missing), sort_keys=False))
+    else:
+        _sync_file(ROOT / "_toc.yml", SRC / "_toc.yml")
     if (ROOT / "book").is_dir():
         _sync_tree(ROOT / "book", SRC / "book", skip=lambda p: "_build" in p.parts)
     for nb in notebooks:
@@ -501,8 +543,12 @@ def main(argv=None) -> int:
     nb_timeout = args.timeout or nb_timeout
     os.environ.setdefault("NUMBA_CACHE_DIR", str(BUILD / "numba_cache"))
     try:
-        for entry in toc_files():
-            resolve(entry)
+        toc = toc_files()
+        if toc[0] in missing_entries():
+            resolve(toc[0])  # the root page: nothing to build without it
+        missing = missing_entries()
+        if missing and not args.keep_going:
+            resolve(missing[0])  # raises: "_toc.yml lists ... but ... exists"
         notebooks = toc_notebooks()
         selected = notebooks
         if args.only:
@@ -515,6 +561,14 @@ def main(argv=None) -> int:
         print(f"Executing {len(selected)} notebook(s) at scale '{args.scale}'", flush=True)
         status = run_notebooks(selected, args.scale, args.keep_going, args.force,
                                cell_timeout, nb_timeout)
+        for entry in missing:  # --keep-going: recorded for the tests, left out of the HTML
+            print(f"  {entry}: listed in _toc.yml but missing; left out of the book", flush=True)
+            if entry.startswith("notebooks/"):
+                status[Path(entry).name] = {
+                    "notebook": entry + ".ipynb", "status": "missing", "cell": None,
+                    "error": f"_toc.yml lists {entry} but {entry}.ipynb does not exist",
+                    "seconds": 0, "attempts": 0}
+        save_status(status)
         if not args.no_html:
             stage(notebooks)
             render()
