@@ -155,9 +155,9 @@ def missing_entries(root: Path = ROOT) -> list[str]:
     return missing
 
 
-def pruned_toc(missing: list[str]) -> dict:
+def pruned_toc(missing: list[str], root: Path = ROOT) -> dict:
     """``_toc.yml`` without the ``missing`` entries (``--keep-going`` builds the rest)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
     gone = {str(Path(m)) for m in missing}
 
     def keep(node):
@@ -182,7 +182,8 @@ def input_hash(notebook: Path, scale: str) -> str:
     files = [notebook, ROOT / "requirements.txt", *sorted((ROOT / "xclib").rglob("*.py"))]
     for path in files:
         if path.exists():
-            h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+            name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+            h.update(str(name).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
