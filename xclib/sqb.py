@@ -696,7 +696,12 @@ class LogisticSAG(_BinaryLogistic):
 
 class LogisticLBFGS(_BinaryLogistic):
     """L-BFGS (``scipy.optimize``, line search) on L_η; one epoch = one function + gradient
-    evaluation (one pass). The model after epoch e is the best point evaluated so far."""
+    evaluation (one pass). The model after epoch e is the best point evaluated so far.
+
+    scipy runs the whole minimisation (``n_epochs`` evaluations) inside the first epoch, so
+    ``history_["time"]`` is the total time from epoch 1 on; time a run with fewer
+    ``n_epochs`` to know the time to a given pass.
+    """
 
     def __init__(self, eta=None, memory=10, n_epochs=10, random_state=None, verbose=False):
         self.eta = eta
