@@ -41,7 +41,8 @@ import scipy.sparse as sp
 from numba import njit
 from sklearn.utils.validation import check_is_fitted
 
-from .base import IterativeSoftmaxEstimator, as_csr, as_generator
+from .base import IterativeSoftmaxEstimator, as_csr
+from .metrics import softmax_loss_and_error
 from ._numba import sparse_row_axpy, sparse_row_dot
 
 __all__ = [
@@ -50,6 +51,9 @@ __all__ = [
     "bound_stats",
     "batch_mu",
     "batch_curvature",
+    "softmax_bound_row",
+    "batch_mu_multinomial",
+    "batch_curvature_multinomial",
     "sigma_matvec",
     "cg_sigma",
     "lsqr_sigma",
@@ -65,6 +69,7 @@ __all__ = [
     "LogisticASGD",
     "LogisticSAG",
     "LogisticLBFGS",
+    "MultinomialSQB",
 ]
 
 
@@ -201,20 +206,121 @@ def batch_curvature(indptr, indices, data, theta, batch, w):
 
 
 @njit(cache=True, nogil=True)
-def sigma_matvec(indptr, indices, data, batch, w, eta, v, out):
-    """``out = (Σ_S + ηI) v = S̃(S̃ᵀv) + ηv`` in O(nnz(X_S) + d) (Section 4.1)."""
+def softmax_bound_row(scores, M):
+    """Algorithm 1 for one row of multinomial logistic regression: Ω = {0..K−1},
+    ``f_x(y) = e_y ⊗ x``, ``h = 1``. Fills the K × K matrix ``M`` and returns ``p``.
+
+    With ``α_y = e^{s_y}`` (``s = Wx``) the loop keeps ``r = p̂ ⊗ x``, so every
+    ``l_y = (e_y − p̂) ⊗ x`` and ``S = M ⊗ xxᵀ`` with ``M = Σ_y D_y a_y a_yᵀ``,
+    ``a_y = e_y − p̂`` (p̂ before the update). At the end ``p̂ = softmax(s)``: ``r = E_p[f]``.
+    O(K²) per row, on the log scale.
+    """
+    K = scores.shape[0]
+    p = np.zeros(K)
+    a = np.empty(K)
+    M[:, :] = 0.0
+    log_z = -np.inf
+    for y in range(K):
+        for k in range(K):
+            a[k] = -p[k]
+        a[y] += 1.0
+        if log_z == -np.inf:
+            t = np.inf
+        else:
+            t = scores[y] - log_z
+        w = curvature_weight(t)
+        if w != 0.0:
+            for k in range(K):
+                for kk in range(K):
+                    M[k, kk] += w * a[k] * a[kk]
+        q = _sigmoid(t)
+        for k in range(K):
+            p[k] += q * a[k]
+        if log_z == -np.inf:
+            log_z = scores[y]
+        else:
+            m = max(log_z, scores[y])
+            log_z = m + math.log(math.exp(log_z - m) + math.exp(scores[y] - m))
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _row_scores(idx, val, theta, K, s):
+    D = theta.shape[0] // K
+    for k in range(K):
+        s[k] = sparse_row_dot(idx, val, theta[k * D:(k + 1) * D])
+
+
+@njit(cache=True, nogil=True)
+def batch_mu_multinomial(indptr, indices, data, y, theta, K, batch, out):
+    """Multinomial ``μ_T = (1/|T|) Σ_j (softmax(W x_j) − e_{y_j}) ⊗ x_j`` (W = θ as K × D,
+    row-major). O(K·nnz(X_T) + K·D)."""
+    out[:] = 0.0
+    D = theta.shape[0] // K
+    m = batch.shape[0]
+    s = np.empty(K)
+    for b in range(m):
+        j = batch[b]
+        idx = indices[indptr[j]:indptr[j + 1]]
+        val = data[indptr[j]:indptr[j + 1]]
+        _row_scores(idx, val, theta, K, s)
+        mx = s.max()
+        z = 0.0
+        for k in range(K):
+            s[k] = math.exp(s[k] - mx)
+            z += s[k]
+        for k in range(K):
+            g = s[k] / z - (1.0 if k == y[j] else 0.0)
+            sparse_row_axpy(g / m, idx, val, out[k * D:(k + 1) * D])
+
+
+@njit(cache=True, nogil=True)
+def batch_curvature_multinomial(indptr, indices, data, theta, K, batch, M):
+    """``M_b = M(W x_b) / |S|`` (:func:`softmax_bound_row`), so that
+    ``Σ_S = Σ_b M_b ⊗ x_b x_bᵀ``. O(K·nnz(X_S) + K²|S|)."""
+    m = batch.shape[0]
+    s = np.empty(K)
+    for b in range(m):
+        j = batch[b]
+        idx = indices[indptr[j]:indptr[j + 1]]
+        val = data[indptr[j]:indptr[j + 1]]
+        _row_scores(idx, val, theta, K, s)
+        softmax_bound_row(s, M[b])
+        for k in range(K):
+            for kk in range(K):
+                M[b, k, kk] /= m
+
+
+@njit(cache=True, nogil=True)
+def sigma_matvec(indptr, indices, data, batch, M, eta, v, out):
+    """``out = (Σ_S + ηI) v`` with ``Σ_S = Σ_{b} M_b ⊗ x_{j_b} x_{j_b}ᵀ``, never formed (Sec. 4.1).
+
+    ``v`` and ``out`` are K·D vectors (a K × D matrix V, row-major) and ``M`` is (|S|, K, K):
+    ``out = Σ_b M_b (V x_b) x_bᵀ + ηV`` in O(K·nnz(X_S) + K²|S| + K·D). Binary logistic
+    regression is K = 1 with ``M_b = c(θᵀx_b)/|S|`` (so ``Σ_S = S̃S̃ᵀ``, ``S̃ = [√M_b x_b]``);
+    the multinomial model has ``M_b`` from :func:`softmax_bound_row`.
+    """
+    K = M.shape[1]
+    D = v.shape[0] // K
     for i in range(v.shape[0]):
         out[i] = eta * v[i]
+    s = np.empty(K)
     for b in range(batch.shape[0]):
         j = batch[b]
         idx = indices[indptr[j]:indptr[j + 1]]
         val = data[indptr[j]:indptr[j + 1]]
-        s = w[b] * sparse_row_dot(idx, val, v)
-        sparse_row_axpy(s, idx, val, out)
+        for k in range(K):
+            s[k] = sparse_row_dot(idx, val, v[k * D:(k + 1) * D])
+        for k in range(K):
+            t = 0.0
+            for kk in range(K):
+                t += M[b, k, kk] * s[kk]
+            if t != 0.0:
+                sparse_row_axpy(t, idx, val, out[k * D:(k + 1) * D])
 
 
 @njit(cache=True, nogil=True)
-def cg_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
+def cg_sigma(indptr, indices, data, batch, M, eta, rhs, n_iter, x):
     """``n_iter`` conjugate-gradient iterations on ``(Σ_S + ηI) x = rhs`` from ``x = 0``."""
     d = rhs.shape[0]
     x[:] = 0.0
@@ -225,7 +331,7 @@ def cg_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
     for _ in range(n_iter):
         if rs <= 1e-300:
             break
-        sigma_matvec(indptr, indices, data, batch, w, eta, p, ap)
+        sigma_matvec(indptr, indices, data, batch, M, eta, p, ap)
         pap = np.dot(p, ap)
         if pap <= 0.0:
             break
@@ -241,7 +347,7 @@ def cg_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
 
 
 @njit(cache=True, nogil=True)
-def lsqr_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
+def lsqr_sigma(indptr, indices, data, batch, M, eta, rhs, n_iter, x):
     """``n_iter`` LSQR iterations (Paige & Saunders 1982) on ``(Σ_S + ηI) x = rhs`` from 0.
 
     The operator is symmetric, so ``Aᵀu = Au``; this matches
@@ -255,7 +361,7 @@ def lsqr_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
         return
     u /= beta
     v = np.empty(d)
-    sigma_matvec(indptr, indices, data, batch, w, eta, u, v)
+    sigma_matvec(indptr, indices, data, batch, M, eta, u, v)
     alpha = math.sqrt(np.dot(v, v))
     if alpha == 0.0:
         return
@@ -265,13 +371,13 @@ def lsqr_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
     rhobar = alpha
     tmp = np.empty(d)
     for _ in range(n_iter):
-        sigma_matvec(indptr, indices, data, batch, w, eta, v, tmp)
+        sigma_matvec(indptr, indices, data, batch, M, eta, v, tmp)
         for i in range(d):
             u[i] = tmp[i] - alpha * u[i]
         beta = math.sqrt(np.dot(u, u))
         if beta > 0.0:
             u /= beta
-            sigma_matvec(indptr, indices, data, batch, w, eta, u, tmp)
+            sigma_matvec(indptr, indices, data, batch, M, eta, u, tmp)
             for i in range(d):
                 v[i] = tmp[i] - beta * v[i]
             alpha = math.sqrt(np.dot(v, v))
@@ -296,22 +402,25 @@ def lsqr_sigma(indptr, indices, data, batch, w, eta, rhs, n_iter, x):
 # --------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def sqb_iterations(indptr, indices, data, y, theta, eta, step, n_inner, use_lsqr,
-                   b_mu, b_sigma, stream_mu, stream_sigma, shared=False):
+                   b_mu, b_sigma, stream_mu, stream_sigma, n_classes=1):
     """Run ``len(b_mu)`` SQB iterations ``θ ← θ − α (Σ_S + ηI)⁻¹ (μ_T + ηθ)`` in place.
 
     Iteration k uses a gradient batch T of ``b_mu[k]`` rows (all rows when ``b_mu[k] ≥ N``,
     otherwise the next ``b_mu[k]`` entries of ``stream_mu``) and an independent curvature batch
     S of ``b_sigma[k]`` rows from ``stream_sigma`` (Theorem 1 needs T and S independent).
-    The system is solved by ``n_inner`` LSQR (``use_lsqr``) or CG iterations. Cost per
-    iteration O(nnz(X_T) + n_inner · nnz(X_S) + d): Σ is never formed.
+    The system is solved by ``n_inner`` LSQR (``use_lsqr``) or CG iterations. ``n_classes=1``
+    is binary logistic regression (θ of length D); ``n_classes=K ≥ 2`` the multinomial model
+    (θ = W, K × D row-major). Cost per iteration O(K·nnz(X_T) + n_inner·(K·nnz(X_S) + K²|S|)
+    + K·D): Σ is never formed.
     """
     n = indptr.shape[0] - 1
+    K = n_classes
     d = theta.shape[0]
     full = np.arange(n)
     mu = np.empty(d)
     rhs = np.empty(d)
     xi = np.empty(d)
-    w = np.empty(n)
+    M = np.zeros((min(n, b_sigma.max()) if b_sigma.shape[0] else 0, K, K))
     pt = 0
     ps = 0
     for k in range(b_mu.shape[0]):
@@ -322,22 +431,24 @@ def sqb_iterations(indptr, indices, data, y, theta, eta, step, n_inner, use_lsqr
             tb = stream_mu[pt:pt + bt]
             pt += bt
         bs = b_sigma[k]
-        if shared and bs <= tb.shape[0]:
-            sb = tb[:bs]
-        elif bs >= n:
+        if bs >= n:
             sb = full
         else:
             sb = stream_sigma[ps:ps + bs]
             ps += bs
-        batch_mu(indptr, indices, data, y, theta, tb, mu)
+        Ms = M[:sb.shape[0]]
+        if K == 1:
+            batch_mu(indptr, indices, data, y, theta, tb, mu)
+            batch_curvature(indptr, indices, data, theta, sb, Ms[:, 0, 0])
+        else:
+            batch_mu_multinomial(indptr, indices, data, y, theta, K, tb, mu)
+            batch_curvature_multinomial(indptr, indices, data, theta, K, sb, Ms)
         for i in range(d):
             rhs[i] = mu[i] + eta * theta[i]
-        ws = w[:sb.shape[0]]
-        batch_curvature(indptr, indices, data, theta, sb, ws)
         if use_lsqr:
-            lsqr_sigma(indptr, indices, data, sb, ws, eta, rhs, n_inner, xi)
+            lsqr_sigma(indptr, indices, data, sb, Ms, eta, rhs, n_inner, xi)
         else:
-            cg_sigma(indptr, indices, data, sb, ws, eta, rhs, n_inner, xi)
+            cg_sigma(indptr, indices, data, sb, Ms, eta, rhs, n_inner, xi)
         for i in range(d):
             theta[i] -= step * xi[i]
 
@@ -467,18 +578,38 @@ def logistic_optimum(X, y01, eta, gtol=1e-10, max_iter=5000):
     return res.x, float(res.fun)
 
 
-class _BinaryLogistic(IterativeSoftmaxEstimator):
-    """Shared parts of the binary logistic estimators (K = 2 rows, ``coef_ = [0, θ]``).
-
-    ``history_["train_loss"]``/``["eval_loss"]`` hold the *cost* ``L_η`` on that set (the
-    paper's "training cost"/"testing cost"), ``history_["passes"]`` the effective passes.
-    """
+class _RidgeLogistic(IterativeSoftmaxEstimator):
+    """Shared parts of this chapter's estimators: the ridge η (None: 1/T), a history of the
+    *cost* ``L_η`` (the paper's "training cost"/"testing cost": log-loss + (η/2)‖coef‖²) and of
+    the effective passes (``history_["passes"]``)."""
 
     def _resolve_eta(self, n):
         eta = 1.0 / n if self.eta is None else float(self.eta)
         if not eta >= 0.0:
             raise ValueError(f"eta must be >= 0 (or None for 1/T), got {self.eta!r}")
         return eta
+
+    def _validate_fit(self, X, y):
+        X, y_enc = super()._validate_fit(X, y)
+        self._eta = self._resolve_eta(X.shape[0])
+        self._passes = []
+        return X, y_enc
+
+    def _history_metrics(self, coef, intercept, X, y):
+        loss, err = softmax_loss_and_error(coef, X, y, intercept)
+        return loss + 0.5 * self._eta * float(np.sum(coef * coef)), err
+
+    def fit(self, X, y, eval_set=None):
+        """Fit on ``(X, y)``; each epoch is one effective pass."""
+        super().fit(X, y, eval_set=eval_set)
+        self.history_["passes"] = [float(p) for p in self._passes[: self.n_epochs_]]
+        self.eta_ = self._eta
+        return self
+
+
+class _BinaryLogistic(_RidgeLogistic):
+    """Binary logistic estimators: K = 2 rows, ``coef_ = [0, θ]`` (the softmax of ``(0, θᵀx)``
+    is the logistic model), so the cost is ``L_η(θ)``."""
 
     def _validate_fit(self, X, y):
         from sklearn.utils.multiclass import type_of_target
@@ -489,28 +620,11 @@ class _BinaryLogistic(IterativeSoftmaxEstimator):
                 f"Only binary classification is supported ({type(self).__name__} is binary "
                 f"logistic regression). The type of the target is {y_type}."
             )
-        X, y_enc = super()._validate_fit(X, y)
-        self._eta = self._resolve_eta(X.shape[0])
-        self._passes = []
-        return X, y_enc
+        return super()._validate_fit(X, y)
 
     def _coef(self, state):
         theta = state["theta_out"] if "theta_out" in state else state["theta"]
         return np.vstack([np.zeros_like(theta), theta]), None
-
-    def _history_metrics(self, coef, intercept, X, y):
-        theta = coef[1]
-        u = np.asarray(X @ theta).ravel()
-        cost = float(np.mean(np.logaddexp(0.0, u) - y * u) + 0.5 * self._eta * theta @ theta)
-        err = float(np.mean((u > 0) != (y == 1)))
-        return cost, err
-
-    def fit(self, X, y, eval_set=None):
-        """Fit on ``(X, y)`` (two classes); each epoch is one effective pass."""
-        super().fit(X, y, eval_set=eval_set)
-        self.history_["passes"] = [float(p) for p in self._passes[: self.n_epochs_]]
-        self.eta_ = self._eta
-        return self
 
     @property
     def theta_(self):
@@ -600,7 +714,7 @@ class SQB(_BinaryLogistic):
         indptr, indices, data, yf = state["arrays"]
         sqb_iterations(indptr, indices, data, yf, state["theta"], self._eta,
                        float(self.learning_rate), int(self.n_inner), self.solver == "lsqr",
-                       b_mu, b_sigma, stream_mu, stream_sigma)
+                       b_mu, b_sigma, stream_mu, stream_sigma, state.get("K", 1))
         state["k"] += m
         state["seen"] = int(cum[m - 1])
         self.n_iter_ = state["k"] - 1
@@ -731,3 +845,31 @@ class LogisticLBFGS(_BinaryLogistic):
         pts = state["points"][: epoch + 1]
         state["theta"] = min(pts, key=lambda p: p[0])[1].copy()
         self._passes.append(epoch + 1.0)
+
+
+class MultinomialSQB(SQB):
+    """SQB for ℓ2-regularised multinomial logistic regression (beyond the paper).
+
+    ``f_x(y) = e_y ⊗ x`` and θ = W (K × D): the bound of each row is ``M ⊗ xxᵀ`` with the
+    K × K matrix of :func:`softmax_bound_row`, and ``Σ_S`` acts as a sum of Kronecker products
+    (:func:`sigma_matvec`), never formed. Same parameters as :class:`SQB`; ``coef_`` is W (all
+    K rows free), the cost is ``mean log-loss + (η/2)‖W‖²`` — the optimum of
+    :class:`~xclib.exact.SoftmaxRegression` with ``mu = η·T`` (a sum objective).
+    """
+
+    def _validate_fit(self, X, y):
+        return _RidgeLogistic._validate_fit(self, X, y)
+
+    def _init_state(self, X, y, rng):
+        state = super()._init_state(X, y, rng)
+        K = self.classes_.shape[0]
+        state["K"] = K
+        state["theta"] = np.zeros(K * X.shape[1])
+        return state
+
+    def _coef(self, state):
+        return state["theta"].reshape(state["K"], -1).copy(), None
+
+    def __sklearn_tags__(self):
+        tags = IterativeSoftmaxEstimator.__sklearn_tags__(self)
+        return tags
