@@ -144,3 +144,35 @@ def test_accepts_estimator_history():
                                  metric="train_error")
     np.testing.assert_allclose(sweep["sgd"][0.1]["train_error"], [0.5, 0.4, 0.3])
     assert not sweep["sgd"][0.1]["diverged"]
+
+
+def test_live_controls_rerun_the_fit(monkeypatch):
+    """The ipywidgets path (used live in Jupyter): controls exist and re-run ``run``."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(obj))
+    monkeypatch.setattr(plt, "show", lambda *a, **k: None)
+    rec = Recorder()
+    explore_learning_rates(rec, [0.1, 1.0], ["plain", "double"], n_epochs=3, live=True)
+    assert len(rec.calls) == 4 + 2  # the sweep, then the first live draw ("all methods")
+    box = shown[-1]
+    assert isinstance(box, ipywidgets.VBox)
+    controls = box.children[1].children
+    kinds = {type(w).__name__ for w in controls}
+    assert kinds == {"Dropdown", "FloatLogSlider", "IntSlider"}
+    before = len(rec.calls)
+    rate = next(w for w in controls if type(w).__name__ == "FloatLogSlider")
+    rate.value = 0.5
+    assert len(rec.calls) > before and rec.calls[-1][1] == pytest.approx(0.5)
+
+
+def test_live_default_off_in_build(monkeypatch):
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: None)
+    monkeypatch.setenv("XCLIB_BUILD", "1")
+    rec = Recorder()
+    explore_learning_rates(rec, [0.1], None, n_epochs=2)
+    assert len(rec.calls) == 1  # sweep only, no live re-run
