@@ -58,6 +58,7 @@ MODELS = {"softmax": 0, "probit": 1, "logistic": 2, "ove": 3}
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT2 = math.sqrt(2.0)
 _DECAY = 0.9 ** np.arange(2048)  # 0.9^Δt of the lazily decayed RMS state (a numba constant)
+_NDECAY = 2048
 
 
 # -- 1. noise models ---------------------------------------------------------------------
@@ -368,20 +369,6 @@ def ove_coefficients(psi_y, psi_S, n_classes, scale, C, elbo):
         elbo[i] = ratio * s
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _touch(k, col, t, stamp, s, touched, nt):
-    """First touch of coordinate (k, col) in iteration t: decay its RMS state lazily."""
-    last = stamp[k, col]
-    if last != t:
-        if s[k, col] > 0.0:
-            dt = t - last
-            s[k, col] *= _DECAY[dt] if dt < _DECAY.shape[0] else 0.9 ** dt
-        stamp[k, col] = t
-        touched[nt] = k * stamp.shape[1] + col
-        nt += 1
-    return nt
-
-
 @njit(cache=True, nogil=True)
 def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stampW, stampb,
                 touched, touched_b, t, rho, fit_intercept):
@@ -414,10 +401,24 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
                 c = cy
             for p in range(lo, hi):  # sparse_row_axpy(c, x_n, G[k]) with lazy touches
                 col = indices[p]
-                nt = _touch(k, col, t, stampW, sW, touched, nt)
+                last = stampW[k, col]
+                if last != t:  # first touch in this iteration: decay the RMS state lazily
+                    if sW[k, col] > 0.0:
+                        dt = t - last
+                        sW[k, col] *= _DECAY[dt] if dt < _NDECAY else 0.9 ** dt
+                    stampW[k, col] = t
+                    touched[nt] = k * D + col
+                    nt += 1
                 G[k, col] += c * data[p]
             if fit_intercept:
-                nb = _touch(k, 0, t, stampb, sb, touched_b, nb)
+                last = stampb[k, 0]
+                if last != t:
+                    if sb[k, 0] > 0.0:
+                        dt = t - last
+                        sb[k, 0] *= _DECAY[dt] if dt < _NDECAY else 0.9 ** dt
+                    stampb[k, 0] = t
+                    touched_b[nb] = k
+                    nb += 1
                 Gb[k] += c
     step = rho * t ** (-0.5 + 1e-16)
     for q in range(nt):
