@@ -41,10 +41,11 @@ def softmax_objective(coef, X, y, mu=0.0, intercept=None, with_grad=True):
     value = 0.5 * mu * float(np.sum(coef * coef))
     g = mu * coef if with_grad else None
     gb = np.zeros(k) if (with_grad and intercept is not None) else None
+    coef_t = np.ascontiguousarray(coef.T)  # once, not once per block
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         Xb = X[start:stop]
-        s = np.asarray(Xb @ coef.T)
+        s = np.asarray(Xb @ coef_t)
         if intercept is not None:
             s += intercept
         yb = y[start:stop]

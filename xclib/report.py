@@ -64,7 +64,9 @@ class Report:
     def record(self, name, value, fmt=None):
         """Store ``value`` under ``name``; glue it (hidden) for ``{glue:text}`name:fmt``."""
         self.values[name] = _plain(value)
-        if self.glue and isinstance(value, (int, float, np.integer, np.floating, str)):
+        if isinstance(value, np.generic):
+            value = value.item()  # myst-nb formats plain Python numbers, not numpy reprs
+        if self.glue and isinstance(value, (int, float, str)):
             try:
                 from myst_nb import glue as _glue
 
