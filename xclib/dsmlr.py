@@ -193,7 +193,6 @@ def ds_objective(W, b, X, y, lam, with_grad=False):
     """
     X = as_csr(X)
     n = X.shape[0]
-    k = W.shape[0]
     s = np.asarray(X @ W.T)
     e = np.exp(s + b[:, None])
     value = (0.5 * lam * np.sum(W * W) - np.sum(s[np.arange(n), y]) / n
@@ -204,7 +203,6 @@ def ds_objective(W, b, X, y, lam, with_grad=False):
     r[np.arange(n), y] -= 1.0
     grad_W = lam * W + np.asarray(X.T @ r).T / n
     grad_b = (e.sum(axis=1) - 1.0) / n
-    del k
     return value, grad_W, grad_b
 
 
@@ -804,7 +802,6 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
             return v, g.ravel()
 
         t0 = time.perf_counter()
-        state = {"t": 0.0}
 
         def callback(intermediate_result):
             hist["iteration"].append(len(hist["iteration"]) + 1)
@@ -819,7 +816,6 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
             if own is not None:
                 own[0].close()
                 own[1].close()
-        del state
         self.coef_ = res.x.reshape(K, d)
         self.intercept_ = None
         self.n_iter_ = int(res.nit)
