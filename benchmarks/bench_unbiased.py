@@ -1,0 +1,136 @@
+"""Steps per second of the chapter-1 kernels, as ratios measured in one run (no asserts).
+
+    python benchmarks/bench_unbiased.py [--quick]
+
+1. Implicit SGD (bisection and Newton) against vanilla SGD and U-max on sparse data
+   (goal: Implicit ≥ 0.8× vanilla, Proposition 4), for nnz/row = 10 and 200.
+2. The same kernels at K = 10^2 and K = 10^5 with the same nnz (goal: ≥ 0.7×, the O(D) claim).
+3. xclib's Implicit SGD against a straightforward NumPy/SciPy implementation of the same update
+   (dense rows of W, scipy.special.lambertw, scipy.optimize.bisect on the same bracket;
+   goal: ≥ 100× faster).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import bisect
+from scipy.special import lambertw
+from sklearn.preprocessing import normalize
+
+from xclib import unbiased
+
+
+def make(n, d, K, nnz, seed=0):
+    rng = np.random.default_rng(seed)
+    X = normalize(sp.random(n, d, density=nnz / d, format="csr", random_state=seed))
+    y = rng.integers(0, K, n)
+    rows = rng.integers(0, n, n)
+    r = rng.integers(0, K - 1, n)
+    ks = r + (r >= y[rows])
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    return X, y, rows, ks, sq
+
+
+def kernels(X, y, rows, ks, sq, K):
+    beta = np.ones(K)
+    return {
+        "vanilla": lambda W, u: unbiased.sgd_epoch(X.indptr, X.indices, X.data, y, W, u, rows, ks,
+                                                   1e-3, False, np.inf, 0.0, beta, np.inf, np.inf),
+        "umax": lambda W, u: unbiased.sgd_epoch(X.indptr, X.indices, X.data, y, W, u, rows, ks,
+                                                1e-1, False, 1.0, 0.0, beta, np.inf, np.inf),
+        "implicit_bisection": lambda W, u: unbiased.implicit_epoch(
+            X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, 1.0, 1e-10, False),
+        "implicit_newton": lambda W, u: unbiased.implicit_epoch(
+            X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, 1.0, 1e-10, True),
+    }
+
+
+def steps_per_second(fn, K, d, n, reps=5):
+    best = np.inf
+    for _ in range(reps):
+        W = np.zeros((K, d))
+        u = np.full(n, math.log(K))
+        t = time.perf_counter()
+        fn(W, u)
+        best = min(best, time.perf_counter() - t)
+    return n / best
+
+
+def numpy_implicit_epoch(X, y, W, u, rows, ks, lr, tol=1e-10):
+    """The same Implicit SGD update written plainly with NumPy/SciPy (dense rows)."""
+    K = W.shape[0]
+    for i, k in zip(rows, ks):
+        x = X[i].toarray().ravel()
+        yi = y[i]
+        xx = x @ x
+        z = x @ (W[k] - W[yi])
+        c = 2 * lr * (K - 1) * xx
+
+        def a_of(uu):
+            return lambertw(c * np.exp(z - uu)).real
+
+        def h(uu):
+            return lr * (1 - np.exp(-uu)) - a_of(uu) / (2 * xx) + (uu - u[i])
+
+        if h(u[i]) < 0:
+            lo, hi = u[i], np.logaddexp(0, math.log(K - 1) + z)
+        else:
+            lo, hi = max(0.0, math.log(K - 1) + z - 2 * lr * xx), u[i]
+        un = bisect(h, lo, hi, xtol=tol) if lo < hi else lo
+        a = a_of(un)
+        W[yi] += a / (2 * xx) * x
+        W[k] -= a / (2 * xx) * x
+        u[i] = un
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer steps")
+    args = ap.parse_args()
+    n = 20_000 if args.quick else 100_000
+    d = 1000
+
+    # warm up (numba compilation)
+    X, y, rows, ks, sq = make(200, 50, 10, 5)
+    for fn in kernels(X, y, rows, ks, sq, 10).values():
+        fn(np.zeros((10, 50)), np.full(200, math.log(10)))
+
+    print("1. steps/s by method (K = 1000, D = 1000)")
+    for nnz in (10, 200):
+        X, y, rows, ks, sq = make(n, d, 1000, nnz)
+        sps = {name: steps_per_second(fn, 1000, d, n) for name, fn in kernels(X, y, rows, ks, sq, 1000).items()}
+        line = ", ".join(f"{k} {v:,.0f}" for k, v in sps.items())
+        print(f"   nnz={nnz}: {line}")
+        for name in ("implicit_bisection", "implicit_newton"):
+            print(f"   nnz={nnz}: {name} / vanilla = {sps[name] / sps['vanilla']:.2f}  "
+                  f"{name} / umax = {sps[name] / sps['umax']:.2f}   (goal ≥ 0.8)")
+
+    print("2. steps/s at K = 1e2 vs K = 1e5 (nnz = 10, D = 100)")
+    d2 = 100
+    res = {}
+    for K in (100, 100_000):
+        X, y, rows, ks, sq = make(n, d2, K, 10)
+        res[K] = {name: steps_per_second(fn, K, d2, n) for name, fn in kernels(X, y, rows, ks, sq, K).items()}
+    for name in res[100]:
+        print(f"   {name}: K=1e5 / K=1e2 = {res[100_000][name] / res[100][name]:.2f}   (goal ≥ 0.7)")
+
+    print("3. xclib vs plain NumPy/SciPy Implicit SGD (K = 1000, D = 1000, nnz = 10)")
+    m = 2000
+    X, y, rows, ks, sq = make(m, d, 1000, 10)
+    W = np.zeros((1000, d)); u = np.full(m, math.log(1000))
+    t = time.perf_counter(); numpy_implicit_epoch(X, y, W, u, rows, ks, 1.0); t_np = time.perf_counter() - t
+    W2 = np.zeros((1000, d)); u2 = np.full(m, math.log(1000))
+    t = time.perf_counter()
+    unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, W2, u2, rows, ks, 1.0, 1e-10, False)
+    t_nb = time.perf_counter() - t
+    print(f"   max |W_numpy - W_xclib| = {np.max(np.abs(W - W2)):.2e}")
+    print(f"   numpy {m / t_np:,.0f} steps/s, xclib {m / t_nb:,.0f} steps/s: "
+          f"xclib / numpy = {t_np / t_nb:,.0f}x   (goal ≥ 100)")
+
+
+if __name__ == "__main__":
+    main()
