@@ -1,17 +1,40 @@
 """xclib: the companion library of the book *Softmax at scale*.
 
+One module per paper, plus the shared parts:
+
+============================  ==========================================================
+``xclib.unbiased``            Fagan & Iyengar: ``VanillaSGD``, ``UMax``, ``ImplicitSGD``
+``xclib.sampled``             biased baselines: ``OVE``, ``NCE``, ``ImportanceSampling``
+``xclib.augment_reduce``      Ruiz et al.: ``AugmentReduce`` (softmax, probit, logistic)
+``xclib.dsmlr``               Raman et al.: ``DSMLR`` (sync / async, serial / threads / Dask)
+``xclib.sqb``                 Aravkin et al.: ``SQB`` and its baselines
+``xclib.memoir``, ``mips``    Belyy: ``Memoir`` and the MIPS oracles
+``xclib.exact``               ``SoftmaxRegression``, the exact optimum (the book's oracle)
+``xclib.datasets``            real data (``load``) and synthetic generators
+``xclib.metrics``             exact log-loss, error, rank of the true label
+``xclib.base``, ``_numba``    the estimator contract and the shared numba primitives
+============================  ==========================================================
+
 Not to be confused with ``pyxclib`` (kunaldahiya/pyxclib), which also imports as ``xclib``;
 this one has ``xclib.__book__ == "Softmax at scale"``.
 """
+from .augment_reduce import AugmentReduce
 from .base import DivergenceWarning, IterativeSoftmaxEstimator, LinearSoftmaxClassifier
+from .dsmlr import DSMLR, DataParallelLBFGS
 from .exact import SoftmaxRegression
+from .memoir import Memoir
+from .mips import HNSWMIPS, ExactMIPS, SimpleLSH
+from .sampled import NCE, OVE, ImportanceSampling
+from .sqb import SQB, LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, MultinomialSQB
+from .unbiased import ImplicitSGD, UMax, VanillaSGD
 
 __version__ = "0.1.0"
 __book__ = "Softmax at scale"
 
 __all__ = [
-    "DivergenceWarning",
-    "IterativeSoftmaxEstimator",
-    "LinearSoftmaxClassifier",
-    "SoftmaxRegression",
+    "AugmentReduce", "DSMLR", "DataParallelLBFGS", "DivergenceWarning", "ExactMIPS",
+    "HNSWMIPS", "ImplicitSGD", "ImportanceSampling", "IterativeSoftmaxEstimator",
+    "LinearSoftmaxClassifier", "LogisticASGD", "LogisticLBFGS", "LogisticSAG", "LogisticSGD",
+    "Memoir", "MultinomialSQB", "NCE", "OVE", "SQB", "SimpleLSH", "SoftmaxRegression",
+    "UMax", "VanillaSGD",
 ]
