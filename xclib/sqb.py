@@ -17,7 +17,10 @@ The module reads like the chapter:
    ``b_k = min(cap, b¹ + round((k−1)γ))`` (Section 4.2, :func:`batch_schedule`).
 4. **Baselines on the same objective** (Section 4.4): SGD, ASGD, SAG (step 1/L) and SAG with a
    line search on L (SAGls) as numba kernels; L-BFGS from ``scipy.optimize``.
-5. **Estimators** (:class:`SQB`, :class:`LogisticSGD`, :class:`LogisticASGD`,
+5. **Beyond the paper**: multinomial SQB (:func:`softmax_bound_row`,
+   :func:`batch_mu_multinomial`, :func:`batch_curvature_multinomial`; the same
+   :func:`sigma_matvec` with K × K blocks, :class:`MultinomialSQB`).
+6. **Estimators** (:class:`SQB`, :class:`LogisticSGD`, :class:`LogisticASGD`,
    :class:`LogisticSAG`, :class:`LogisticLBFGS`), all minimising
 
    ``L_η(θ) = (1/T) Σ_j [log(1 + exp(θᵀx_j)) − y_j θᵀx_j] + (η/2) ‖θ‖²``,  y_j ∈ {0, 1},
