@@ -44,6 +44,13 @@ def _plain(value):
     return value
 
 
+def _verdict(claim):
+    if claim["tested"]:
+        return "holds" if claim["holds"] else "FAILS"
+    # shown, never asserted: our data or scale cannot test it, or it does not reproduce here
+    return "not asserted (holds here)" if claim["holds"] else "not asserted (does not hold here)"
+
+
 class Report:
     """Collects a notebook's key numbers and claims; writes ``results_path`` as JSON.
 
@@ -78,8 +85,9 @@ class Report:
     def claim(self, text, holds, ours=None, paper=None, tested=True):
         """A claim of the paper with our number beside the paper's.
 
-        ``tested=False`` marks a claim our data or scale cannot test: it is shown, never
-        asserted, and ``holds`` should say what we saw instead.
+        ``tested=False`` marks a claim that is shown but never asserted: one our data or scale
+        cannot test, or one that does not reproduce here (``holds=False``: the chapter says
+        why). The table's verdict then says whether it held in this run.
         """
         self.claims.append(
             {"claim": text, "ours": _plain(ours), "paper": _plain(paper),
@@ -103,7 +111,7 @@ class Report:
 
         rows = [
             {"claim": c["claim"], "paper": c["paper"], "ours": c["ours"],
-             "verdict": ("holds" if c["holds"] else "FAILS") if c["tested"] else "not testable here"}
+             "verdict": _verdict(c)}
             for c in self.claims
         ]
         return pd.DataFrame(rows, columns=["claim", "paper", "ours", "verdict"])
