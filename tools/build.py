@@ -438,11 +438,10 @@ def staged_config() -> dict:
     return config
 
 
-def stage(notebooks: list[Path]) -> None:
-    """Assemble ``_build/src``: config, toc, book pages, executed notebooks, local JS."""
+def stage(notebooks: list[Path], missing: list[str]) -> None:
+    """Assemble ``_build/src``: config, toc (minus ``missing``), pages, executed notebooks, JS."""
     SRC.mkdir(parents=True, exist_ok=True)
     (SRC / "_config.yml").write_text(yaml.safe_dump(staged_config(), sort_keys=False))
-    missing = missing_entries()
     if missing:
         (SRC / "_toc.yml").write_text(yaml.safe_dump(pruned_toc(missing), sort_keys=False))
     else:
@@ -502,10 +501,10 @@ def render() -> None:
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(SRC), "--all",
            "--path-output", str(BUILD / "jb")]
     print("  jupyter-book build ...", flush=True)
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep
+    env = dict(os.environ, NO_COLOR="1", PATH=str(Path(sys.executable).parent) + os.pathsep
                + os.environ.get("PATH", ""))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    log = proc.stdout + "\n" + proc.stderr
+    log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + "\n" + proc.stderr)
     (BUILD / "book-build.log").write_text(log)
     warnings = [line for line in log.splitlines()
                 if re.search(r"\b(WARNING|ERROR|CRITICAL|SEVERE)\b:", line)]
@@ -571,7 +570,7 @@ def main(argv=None) -> int:
                     "seconds": 0, "attempts": 0}
         save_status(status)
         if not args.no_html:
-            stage(notebooks)
+            stage(notebooks, missing)
             render()
     except BuildError as exc:
         print(f"build error: {exc}", file=sys.stderr)
