@@ -534,6 +534,8 @@ def main(argv=None) -> int:
                         help="record failing notebooks and go on (the tests report them)")
     parser.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
     parser.add_argument("--no-html", action="store_true", help="execute only, do not render")
+    parser.add_argument("--no-execute", action="store_true",
+                        help="render the last executed copies only (no notebook is run)")
     parser.add_argument("--cell-timeout", type=int, help="seconds per cell")
     parser.add_argument("--timeout", type=int, help="seconds per notebook (outer timeout)")
     args = parser.parse_args(argv)
@@ -558,9 +560,12 @@ def main(argv=None) -> int:
                 raise BuildError(f"--only {unknown}: not a notebook of _toc.yml "
                                  f"(known: {', '.join(by_name)})")
             selected = [by_name[Path(n).stem] for n in args.only]
-        print(f"Executing {len(selected)} notebook(s) at scale '{args.scale}'", flush=True)
-        status = run_notebooks(selected, args.scale, args.keep_going, args.force,
-                               cell_timeout, nb_timeout)
+        if args.no_execute:
+            status, selected = load_status(), []
+        else:
+            print(f"Executing {len(selected)} notebook(s) at scale '{args.scale}'", flush=True)
+            status = run_notebooks(selected, args.scale, args.keep_going, args.force,
+                                   cell_timeout, nb_timeout)
         for entry in missing:  # --keep-going: recorded for the tests, left out of the HTML
             print(f"  {entry}: listed in _toc.yml but missing; left out of the book", flush=True)
             if entry.startswith("notebooks/"):
