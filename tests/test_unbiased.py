@@ -117,6 +117,22 @@ def test_umax_bounds_follow_appendix_a():
     assert np.linalg.norm(opt.coef_) <= bw
 
 
+def test_raman_umax_rule_is_ours_under_the_change_of_variables():
+    """With ū = u + x·w_y (which maps u* onto ū*), Raman's u-increase rule is exactly ours, and
+    both double sums give the same first step from W = 0, u = ū = log K."""
+    rng = np.random.default_rng(12)
+    for _ in range(2000):
+        s_y, s_k = rng.normal(size=2) * rng.choice([0.1, 1, 10, 100])
+        u = rng.uniform(0, 20)
+        ours = umax_increase(False, s_y, s_k, u, 1.0)
+        raman = umax_increase(True, s_y, s_k, u + s_y, 1.0)
+        assert raman == pytest.approx(ours + s_y, rel=1e-12, abs=1e-12)
+    K = 7
+    for raman in (False, True):
+        c_k, c_y, g_u = double_sum_coefficients(raman, 0.0, 0.0, math.log(K), K)
+        assert (c_k, c_y, g_u) == pytest.approx(((K - 1) / K, -(K - 1) / K, 0.0), abs=1e-15)
+
+
 def _sgd_numpy(X, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
     """Plain NumPy transcription of Algorithm 1 (vanilla SGD when delta = inf)."""
     K = W.shape[0]
@@ -222,11 +238,52 @@ def test_bisection_needs_at_most_proposition_4_evaluations():
         assert n <= math.log2(width / tol) + 3
 
 
-def test_newton_and_bisection_find_the_same_root():
-    for z, u, xx, lr, K in _extreme_states(500, 9):
-        r1 = implicit_step(z, u, xx, lr, K, 1e-13, False)[2]
-        r2 = implicit_step(z, u, xx, lr, K, 1e-13, True)[2]
-        assert r1 == pytest.approx(r2, rel=1e-9, abs=1e-9)
+@pytest.mark.parametrize("tol", [1e-10, 1e-13])
+def test_newton_and_bisection_find_the_same_root(tol):
+    """The default solver (safeguarded Halley) and the paper's bisection: same root to ~ε."""
+    for z, u, xx, lr, K in _extreme_states(3000, 9):
+        r1 = implicit_step(z, u, xx, lr, K, tol, False)[2]
+        r2 = implicit_step(z, u, xx, lr, K, tol, True)[2]
+        assert abs(r1 - r2) <= 3 * tol * (1 + abs(r1))
+
+
+def test_default_solver_needs_few_evaluations():
+    """On the states an SGD run meets (small moves of u), Halley needs ~2 evaluations of (16)."""
+    rng = np.random.default_rng(10)
+    n = []
+    for _ in range(2000):
+        z = rng.normal(0, 1)
+        u = math.log(1000) + rng.normal(0, 0.5)
+        lr = 10 ** rng.uniform(-3, 1)
+        n.append(implicit_step(z, u, rng.uniform(0.5, 1.0), lr, 1000, 1e-10, True)[3])
+    assert np.mean(n) <= 3 and max(n) <= 6
+
+
+def test_warm_started_lambert_w_matches_scipy():
+    """The log-scale W₀(e^L) of the implicit step, from its cold start and warm-started."""
+    from scipy.special import lambertw
+    from xclib._numba import lambertw_exp
+    from xclib.unbiased import _w_refine, _w_start
+    rng = np.random.default_rng(11)
+    for L in np.r_[np.linspace(-30, 30, 601), rng.normal(0, 300, 200), -700.0, 700.0, 1e6]:
+        b, a = _w_refine(L, *_w_start(L))
+        assert a == pytest.approx(lambertw_exp(L), rel=1e-14)
+        assert abs(a + b - L) <= 1e-15 * max(1.0, abs(L)) * 4
+        if abs(L) < 700:
+            assert a == pytest.approx(lambertw(math.exp(L)).real, rel=1e-14)
+        for dL in (1e-9, -1e-6, 1e-3, -0.3, 5.0, -200.0):  # warm starts, near and far
+            b2, a2 = _w_refine(L + dL, b, a)
+            assert a2 == pytest.approx(lambertw_exp(L + dL), rel=1e-14)
+
+
+def test_implicit_sgd_solvers_give_the_same_fit():
+    X, y = _blobs(3, N=150)
+    fits = [ImplicitSGD(learning_rate=lr, n_epochs=3, solver=s, random_state=0).fit(X, y)
+            for lr in (0.1, 100.0) for s in ("newton", "bisection")]
+    for f1, f2 in (fits[:2], fits[2:]):
+        np.testing.assert_allclose(f1.coef_, f2.coef_, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(f1.u_, f2.u_, rtol=1e-7, atol=1e-9)
+        assert np.mean(f1.n_evals_) < np.mean(f2.n_evals_) / 5
 
 
 def test_zero_row_is_handled():

@@ -187,6 +187,49 @@ def implicit_u_derivative(u, u_old, z, xx, lr, n_classes):
     return lr * (1.0 - math.exp(-u)) - A + (u - u_old)
 
 
+# The Lambert W of eq. (14) on the log scale, warm-started. a = W₀(e^L) is the root of
+# a + log a = L; with b = log a this is ψ(b) = e^b + b − L = 0, convex and increasing in b, so
+# Halley's iteration converges from any nearby start, one exp per iteration and no log. Between
+# two evaluations of (16) only L = z − u + log c changes (by −Δu), so the previous (b, a) is an
+# excellent start: for |Δu| ≤ 1e-5 no exp at all is needed.
+_WPOLY = (-0.0012673254095268455, -0.00029588314906619015, 0.07294117158015563,
+          0.3607043817796513, 0.5673574800951501)  # a least-squares quartic for W₀(e^L), |L| ≤ 2.5
+
+
+@njit(cache=True, nogil=True)
+def _w_start(L):
+    """A cold start ``(b, a)`` for :func:`_w_refine`: ``b ≈ log W₀(e^L)`` within ~1e-2."""
+    if L < -2.5:
+        b = L - math.exp(L)  # W(x) = x − x² + …, x = e^L
+        return b, math.exp(b)
+    if L > 2.5:
+        lL = math.log(L)
+        a = L - lL + lL / L  # the asymptotic expansion
+        return math.log(a), a
+    p = _WPOLY
+    a = (((p[0] * L + p[1]) * L + p[2]) * L + p[3]) * L + p[4]
+    return math.log(a), a
+
+
+@njit(cache=True, nogil=True)
+def _w_refine(L, b, a):
+    """Halley on ``e^b + b = L`` from ``(b, a = e^b)`` (or from :func:`_w_start` when that start is
+    far off); returns ``(b, a)`` with ``a = W₀(e^L)`` to ~1e-15 relative. The last step (|s| ≤ 1e-5, remaining error O(s³)) updates ``a`` by
+    ``e^{−s} ≈ 1 − s + s²/2`` instead of a fresh exp."""
+    if abs(a + b - L) > 0.5 * (1.0 + a):  # a far jump (early bisection steps): start afresh
+        b, a = _w_start(L)
+    for _ in range(100):
+        r = a + b - L
+        d = 1.0 + a
+        den = d * d - 0.5 * r * a
+        s = r * d / den if den > 0.5 * d * d else r / d  # Halley; Newton far to the right
+        if abs(s) <= 1e-5:
+            return b - s, a * (1.0 - s + 0.5 * s * s)
+        b -= s
+        a = math.exp(b)
+    return b, a
+
+
 @njit(cache=True, nogil=True)
 def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     """Solve the Implicit SGD update (9) for one datapoint and one class (Appendix F.1).
@@ -196,9 +239,10 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     z : float, ``x_iᵀ(w̃_k − w̃_{y_i})`` at the old iterate
     u_old : float, ``ũ_i ≥ 0`` ; xx : float, ``‖x_i‖²``
     lr : float, η ; n_classes : int, K
-    tol : float, width of the final bracket on ``u_i`` (ε of Proposition 4)
-    newton : bool, False for plain bisection (the paper); True for Newton steps safeguarded
-        by the same bracket (falls back to bisection whenever Newton leaves it; same root)
+    tol : float, ε of Proposition 4: the root is found to ``ε(1 + |u_i|)``
+    newton : bool, False for plain bisection (the paper); True for Halley (Newton with the
+        second derivative) steps safeguarded by the same bracket: whenever a step leaves the
+        bracket it falls back to bisection, so it converges to the same root
 
     Returns
     -------
@@ -208,11 +252,26 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     The bracket (F.1): if ``h(ũ) < 0`` the root lies in ``[ũ, log(1 + (K−1)e^z)]``; otherwise in
     ``[max(0, log(K−1) + z − 2η‖x‖²), ũ]``. Its width is at most
     ``|z − ũ| + 2η‖x‖² + log(2(K−1))``, so bisection needs ``log₂(width/ε)`` evaluations.
+    ``h`` is increasing and concave (``h' ≥ 1``, ``h'' = −ηe^{−u} − A/(1+a)³``, ``|h''| < h'``), so
+    Newton-type steps are well behaved; Halley's step converges cubically (error after a step
+    ``s`` of order ``s³``), and the safeguarded solver stops once ``|s|³ ≤ 0.1 ε(1 + |u|)``:
+    typically two evaluations of (16) instead of bisection's ~35. Each evaluation of
+    ``a(u) = W₀(e^{z−u+log c})`` is warm-started from the previous one (:func:`_w_refine`: one
+    exp per Halley iteration, none for ``|Δu| ≤ 1e-5``), so no evaluation solves W from scratch.
     """
-    log_c = math.log(2.0 * lr * (n_classes - 1) * xx) if xx > 0.0 else 0.0
     lk = math.log(n_classes - 1)
+    if xx > 0.0:
+        L0 = z + math.log(2.0 * lr * (n_classes - 1) * xx)  # L(u) = L0 − u
+        inv2xx = 0.5 / xx
+        b, a = _w_start(L0 - u_old)
+        b, a = _w_refine(L0 - u_old, b, a)
+        A = a * inv2xx
+    else:  # ‖x‖ = 0: a = 0 and the limit A = η(K−1)e^{z−u}
+        L0 = 0.0
+        inv2xx = 0.0
+        a = b = 0.0
+        A = lr * (n_classes - 1) * math.exp(z - u_old)
     u = u_old
-    a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
     eu = math.exp(-u)
     h = lr * (1.0 - eu) - A  # h(ũ)
     n_evals = 1
@@ -225,19 +284,31 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
         hi = u_old
         lo = min(hi, max(0.0, lk + z - 2.0 * lr * xx))
     for _ in range(2000):
+        fast = False
         if newton:
             # h'(u) = 1 + η e^{−u} + A/(1 + a)  (a' = −a/(1+a) ⇒ A' = −A/(1+a); ‖x‖ = 0: A' = −A)
-            dh = 1.0 + lr * eu + A / (1.0 + a)
-            un = u - h / dh
-            if not (lo < un < hi):
+            # h''(u) = −η e^{−u} − A/(1 + a)³ ; Halley's step (cubic convergence)
+            q = 1.0 / (1.0 + a)
+            dh = 1.0 + lr * eu + A * q
+            d2h = -lr * eu - A * q * q * q
+            den = 2.0 * dh * dh - h * d2h
+            un = u - (2.0 * h * dh / den if den > dh * dh else h / dh)  # Newton if Halley's is odd
+            fast = lo < un < hi
+            if not fast:
                 un = 0.5 * (lo + hi)
         else:
             un = 0.5 * (lo + hi)
-        if abs(un - u) <= tol * (1.0 + abs(u)) or hi - lo <= tol * (1.0 + abs(lo)):
+        step = un - u
+        if (hi - lo <= tol * (1.0 + abs(lo)) or abs(step) <= tol * (1.0 + abs(u))
+                or (fast and step * step * abs(step) <= 0.1 * tol * (1.0 + abs(un)))):
             u = un
             break
         u = un
-        a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
+        if xx > 0.0:
+            b, a = _w_refine(L0 - u, b, a)
+            A = a * inv2xx
+        else:
+            A = lr * (n_classes - 1) * math.exp(z - u)
         eu = math.exp(-u)
         h = lr * (1.0 - eu) - A + (u - u_old)
         n_evals += 1
@@ -247,8 +318,10 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
             lo = u
         else:
             hi = u
-    a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
-    return a, A, u, n_evals
+    if xx > 0.0:
+        b, a = _w_refine(L0 - u, b, a)
+        return a, a * inv2xx, u, n_evals
+    return 0.0, lr * (n_classes - 1) * math.exp(z - u), u, n_evals
 
 
 # -- epoch kernels ---------------------------------------------------------------------------
@@ -464,16 +537,17 @@ class ImplicitSGD(_DoubleSumSGD):
     ----------
     learning_rate, n_epochs, decay, shuffle, u_init, random_state, verbose : as
         :class:`VanillaSGD`
-    tol : float, ε: width of the final bracket on ``u_i``, relative to ``1 + u_i``
-    solver : "bisection" (the paper) or "newton" (Newton steps safeguarded by the same bracket;
-        same root, far fewer evaluations)
+    tol : float, ε: the root ``u_i`` is found to ``ε(1 + u_i)``
+    solver : "newton" (default: Halley steps safeguarded by the F.1 bracket, bisection whenever
+        a step leaves it; about 2 evaluations of (16) per step) or "bisection" (the paper's
+        method, about 35 evaluations at ε = 1e-10). Both find the same root to ~ε.
 
     Attributes
     ----------
     as :class:`VanillaSGD`, plus ``n_evals_``: evaluations of (16) per step, per epoch.
     """
 
-    def __init__(self, learning_rate=1.0, n_epochs=10, tol=1e-10, solver="bisection",
+    def __init__(self, learning_rate=1.0, n_epochs=10, tol=1e-10, solver="newton",
                  decay=0.9, shuffle="uniform", u_init=None, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
