@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp
 from sklearn import metrics as _skm
 
 __all__ = [
@@ -36,13 +35,21 @@ def score_blocks(coef, X, intercept=None, block_entries=BLOCK_ENTRIES):
     n = X.shape[0]
     k = coef.shape[0]
     rows = max(1, int(block_entries // max(k, 1)))
+    coef_t = np.ascontiguousarray(coef.T)
     for start in range(0, n, rows):
         stop = min(n, start + rows)
-        s = X[start:stop] @ coef.T
+        s = (X if (start == 0 and stop == n) else X[start:stop]) @ coef_t
         s = np.asarray(s.toarray() if sp.issparse(s) else s, dtype=np.float64)
         if intercept is not None:
             s = s + intercept
         yield start, stop, s
+
+
+def row_logsumexp(s):
+    """``log Σ_k exp(s_ik)`` per row of a 2-D array, stably. (``scipy.special.logsumexp``
+    gives the same numbers but costs about 10× more here, through its array-API layer.)"""
+    m = s.max(axis=1)
+    return m + np.log(np.exp(s - m[:, None]).sum(axis=1))
 
 
 def _check_labels(y, n_classes, n_rows):
@@ -83,7 +90,7 @@ def softmax_loss_and_error(coef, X, y, intercept=None, normalize=True):
     for start, stop, s in score_blocks(coef, X, intercept):
         yy = y[start:stop]
         true = s[np.arange(stop - start), yy]
-        total += float(np.sum(logsumexp(s, axis=1) - true))
+        total += float(np.sum(row_logsumexp(s) - true))
         wrong += int(np.sum(np.argmax(s, axis=1) != yy))
     loss = total / n if normalize else total
     return loss, wrong / n
