@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 from scipy.optimize import minimize
-from scipy.special import logsumexp as _sp_logsumexp
 
 from ._numba import sparse_row_axpy, sparse_row_dot
 from .base import IterativeSoftmaxEstimator, LinearSoftmaxClassifier, as_csr
 from .exact import softmax_objective
+from .metrics import row_logsumexp
 
 __all__ = [
     "block_sgd",
@@ -176,7 +176,7 @@ def column_sgd(indptr, indices, data, y, b, rows, w, k, eta, lam, n_classes, lse
 def exact_b(W, X):
     """Eq. (9) with β_i = 1: ``b_i = −log Σ_k exp(w_kᵀx_i)``, shape (N,)."""
     s = np.asarray(X @ W.T)
-    return -_sp_logsumexp(s, axis=1)
+    return -row_logsumexp(s)
 
 
 def primal_objective(W, X, y, lam):
