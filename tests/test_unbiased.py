@@ -266,7 +266,9 @@ def test_warm_started_lambert_w_matches_scipy():
     from xclib.unbiased import _w_refine, _w_start
     rng = np.random.default_rng(11)
     for L in np.r_[np.linspace(-30, 30, 601), rng.normal(0, 300, 200), -700.0, 700.0, 1e6]:
-        b, a = _w_refine(L, *_w_start(L))
+        b0, a0 = _w_start(L)
+        assert a0 == pytest.approx(lambertw_exp(L), rel=0.05) and a0 == pytest.approx(math.exp(b0))
+        b, a = _w_refine(L, b0, a0)
         assert a == pytest.approx(lambertw_exp(L), rel=1e-14)
         assert abs(a + b - L) <= 1e-15 * max(1.0, abs(L)) * 4
         if abs(L) < 700:

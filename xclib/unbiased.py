@@ -198,7 +198,7 @@ _WPOLY = (-0.0012673254095268455, -0.00029588314906619015, 0.07294117158015563,
 
 @njit(cache=True, nogil=True)
 def _w_start(L):
-    """A cold start ``(b, a)`` for :func:`_w_refine`: ``b ≈ log W₀(e^L)`` within ~1e-2."""
+    """A cold start ``(b, a = e^b)`` for :func:`_w_refine`: ``a ≈ W₀(e^L)`` within 5 % (tested)."""
     if L < -2.5:
         b = L - math.exp(L)  # W(x) = x − x² + …, x = e^L
         return b, math.exp(b)
@@ -214,8 +214,9 @@ def _w_start(L):
 @njit(cache=True, nogil=True)
 def _w_refine(L, b, a):
     """Halley on ``e^b + b = L`` from ``(b, a = e^b)`` (or from :func:`_w_start` when that start is
-    far off); returns ``(b, a)`` with ``a = W₀(e^L)`` to ~1e-15 relative. The last step (|s| ≤ 1e-5, remaining error O(s³)) updates ``a`` by
-    ``e^{−s} ≈ 1 − s + s²/2`` instead of a fresh exp."""
+    far off); returns ``(b, a)`` with ``a = W₀(e^L)`` to ~1e-15 relative. The last step
+    (``|s| ≤ 1e-5``, remaining error O(s³)) updates ``a`` by ``e^{−s} ≈ 1 − s + s²/2`` instead
+    of a fresh exp."""
     if abs(a + b - L) > 0.5 * (1.0 + a):  # a far jump (early bisection steps): start afresh
         b, a = _w_start(L)
     for _ in range(100):
