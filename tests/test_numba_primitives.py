@@ -90,3 +90,12 @@ def test_other_class_is_uniform_and_never_the_label():
     assert [other_class(r, 2) for r in range(4)] == [0, 1, 3, 4]
     with pytest.raises(ValueError, match="at least 2 classes"):
         draw_other_classes(rng, np.zeros(3, dtype=int), 1)
+
+
+def test_sigmoid_matches_scipy_expit_without_overflow():
+    from scipy.special import expit
+
+    from xclib._numba import sigmoid
+
+    ts = np.concatenate([np.linspace(-50, 50, 101), [-1e308, -800.0, 800.0, 1e308]])
+    np.testing.assert_allclose([sigmoid(t) for t in ts], expit(ts), rtol=1e-15, atol=0)

@@ -18,6 +18,7 @@ __all__ = [
     "logsumexp",
     "lambertw",
     "lambertw_exp",
+    "sigmoid",
     "other_class",
     "draw_other_classes",
 ]
@@ -144,6 +145,15 @@ def lambertw_exp(z):
     if w <= 0.0:
         w = 1.0
     return _refine_w_log(w, z)
+
+
+@njit(cache=True, nogil=True)
+def sigmoid(t):
+    """``1 / (1 + e^{−t})`` without overflow for any real ``t``."""
+    if t >= 0.0:
+        return 1.0 / (1.0 + math.exp(-t))
+    e = math.exp(t)
+    return e / (1.0 + e)
 
 
 @njit(cache=True, nogil=True)

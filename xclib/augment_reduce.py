@@ -34,7 +34,7 @@ import time
 import numpy as np
 from numba import njit
 
-from ._numba import logsumexp, other_class
+from ._numba import logsumexp, other_class, sigmoid
 from .base import IterativeSoftmaxEstimator
 from .metrics import score_blocks, softmax_loss_and_error
 
@@ -68,14 +68,6 @@ def _log_sigmoid(z):
     if z >= 0.0:
         return -math.log1p(math.exp(-z))
     return z - math.log1p(math.exp(z))
-
-
-@njit(cache=True, nogil=True)
-def _sigmoid(z):
-    if z >= 0.0:
-        return 1.0 / (1.0 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1.0 + e)
 
 
 @njit(cache=True, nogil=True)
@@ -122,7 +114,7 @@ def dlog_phi(model, e):
         return -1.0 + math.exp(-e)
     if model == 1:
         return -e
-    return _sigmoid(-e) - _sigmoid(e)
+    return sigmoid(-e) - sigmoid(e)
 
 
 @njit(cache=True, nogil=True)
@@ -142,7 +134,7 @@ def dlog_Phi(model, z):
         return math.exp(-z)
     if model == 1:
         return _dlog_ndtr(z)
-    return _sigmoid(-z)
+    return sigmoid(-z)
 
 
 @njit(cache=True, nogil=True)
@@ -346,7 +338,7 @@ def noise_local_step(model, psi_y, psi_S, mu, gamma, batch, u_local, u_global, a
             lj += ratio * log_Phi(model, z)
         elbo[i] = lj + entropy(model, sig)
         mu[n] += alpha[i] * g
-        gamma[n] += alpha[i] * (g * u_local[i] + 1.0 / sig) * _sigmoid(gamma[n])
+        gamma[n] += alpha[i] * (g * u_local[i] + 1.0 / sig) * sigmoid(gamma[n])
         e2 = mu[n] + _softplus(gamma[n]) * u_global[i]
         for j in range(m):
             C[i, j] = scale * ratio * dlog_Phi(model, e2 + psi_y[i] - psi_S[i, j])
@@ -365,7 +357,7 @@ def ove_coefficients(psi_y, psi_S, n_classes, scale, C, elbo):
         for j in range(m):
             z = psi_y[i] - psi_S[i, j]
             s += _log_sigmoid(z)
-            C[i, j] = scale * ratio * _sigmoid(-z)
+            C[i, j] = scale * ratio * sigmoid(-z)
         elbo[i] = ratio * s
 
 

@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._numba import sparse_row_axpy, sparse_row_dot
+from ._numba import sigmoid, sparse_row_axpy, sparse_row_dot
 from .base import IterativeSoftmaxEstimator, as_csr
 
 __all__ = [
@@ -50,14 +50,6 @@ _LOSS_CODES = {"ove": OVE_LOSS, "nce": NCE_LOSS, "is": IS_LOSS}
 #: data orders of an epoch: i ~ uniform with replacement (the paper), a fresh permutation each
 #: epoch, or 0..N-1 every epoch (the authors' released code)
 SHUFFLE_MODES = ("uniform", "reshuffle", "fixed")
-
-
-@njit(cache=True, nogil=True)
-def _sigmoid(t):
-    if t >= 0.0:
-        return 1.0 / (1.0 + math.exp(-t))
-    e = math.exp(t)
-    return e / (1.0 + e)
 
 
 @njit(cache=True, nogil=True)
@@ -85,7 +77,7 @@ def sampled_coefficients(kind, y, s_y, s, classes, n_classes, out):
                 out[1 + j] = 0.0
                 continue
             d = s[j] - s_y
-            c = w * _sigmoid(d)
+            c = w * sigmoid(d)
             out[1 + j] = c
             cy -= c
             loss += w * (max(d, 0.0) + math.log1p(math.exp(-abs(d))))
@@ -93,11 +85,11 @@ def sampled_coefficients(kind, y, s_y, s, classes, n_classes, out):
     elif kind == 1:  # NCE, uniform noise q = 1/K, log(m q) = log(m/K)
         shift = math.log(m / n_classes)
         d = s_y - shift
-        out[0] = -_sigmoid(-d)
+        out[0] = -sigmoid(-d)
         loss += max(-d, 0.0) + math.log1p(math.exp(-abs(d)))
         for j in range(m):
             d = s[j] - shift
-            out[1 + j] = _sigmoid(d)
+            out[1 + j] = sigmoid(d)
             loss += max(d, 0.0) + math.log1p(math.exp(-abs(d)))
     else:  # importance sampling
         lw = math.log(w)

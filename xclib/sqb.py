@@ -40,13 +40,12 @@ import math
 
 import numpy as np
 import scipy.optimize
-import scipy.sparse as sp
 from numba import njit
 from sklearn.utils.validation import check_is_fitted
 
 from .base import IterativeSoftmaxEstimator, as_csr
 from .metrics import softmax_loss_and_error
-from ._numba import sparse_row_axpy, sparse_row_dot
+from ._numba import sigmoid, sparse_row_axpy, sparse_row_dot
 
 __all__ = [
     "curvature_weight",
@@ -95,14 +94,6 @@ def curvature_weight(t):
 
 
 @njit(cache=True, nogil=True)
-def _sigmoid(t):
-    if t >= 0.0:
-        return 1.0 / (1.0 + math.exp(-t))
-    e = math.exp(t)
-    return e / (1.0 + e)
-
-
-@njit(cache=True, nogil=True)
 def bound_factors(F, log_h, theta):
     """Quadratic bound on ``Z(θ) = Σ_y h(y) exp(θᵀf(y))`` at ``θ̃ = theta``, factored.
 
@@ -145,7 +136,7 @@ def bound_factors(F, log_h, theta):
         else:
             t = log_a - log_z
         D[y] = curvature_weight(t)
-        p = _sigmoid(t)  # α / (z + α)
+        p = sigmoid(t)  # α / (z + α)
         for i in range(d):
             r[i] += p * L[y, i]
         if log_z == -np.inf:
@@ -190,7 +181,7 @@ def batch_mu(indptr, indices, data, y, theta, batch, out):
         idx = indices[indptr[j]:indptr[j + 1]]
         val = data[indptr[j]:indptr[j + 1]]
         u = sparse_row_dot(idx, val, theta)
-        sparse_row_axpy((_sigmoid(u) - y[j]) / m, idx, val, out)
+        sparse_row_axpy((sigmoid(u) - y[j]) / m, idx, val, out)
 
 
 @njit(cache=True, nogil=True)
@@ -236,7 +227,7 @@ def softmax_bound_row(scores, M):
             for k in range(K):
                 for kk in range(K):
                     M[k, kk] += w * a[k] * a[kk]
-        q = _sigmoid(t)
+        q = sigmoid(t)
         for k in range(K):
             p[k] += q * a[k]
         if log_z == -np.inf:
@@ -477,19 +468,24 @@ def _logloss(u, y):
 
 
 @njit(cache=True, nogil=True)
+def _sgd_step(indptr, indices, data, y, theta, i, shrink, step):
+    """One SGD step on row ``i``: ``θ ← (1 − aη) θ − a (σ(θᵀx_i) − y_i) x_i``."""
+    idx = indices[indptr[i]:indptr[i + 1]]
+    val = data[indptr[i]:indptr[i + 1]]
+    g = sigmoid(sparse_row_dot(idx, val, theta)) - y[i]
+    theta *= shrink
+    sparse_row_axpy(-step * g, idx, val, theta)
+
+
+@njit(cache=True, nogil=True)
 def sgd_epoch(indptr, indices, data, y, theta, eta, step, order):
-    """SGD with constant step: ``θ ← (1 − aη) θ − a (σ(θᵀx_i) − y_i) x_i`` for i in ``order``.
+    """SGD with constant step ``a``: :func:`_sgd_step` for each i in ``order``.
 
     O(nnz(x_i) + d) per step (the ridge shrinkage is applied densely; d ≤ 10³ here).
     """
     shrink = 1.0 - step * eta
     for t in range(order.shape[0]):
-        i = order[t]
-        idx = indices[indptr[i]:indptr[i + 1]]
-        val = data[indptr[i]:indptr[i + 1]]
-        g = _sigmoid(sparse_row_dot(idx, val, theta)) - y[i]
-        theta *= shrink
-        sparse_row_axpy(-step * g, idx, val, theta)
+        _sgd_step(indptr, indices, data, y, theta, order[t], shrink, step)
 
 
 @njit(cache=True, nogil=True)
@@ -498,12 +494,7 @@ def asgd_epoch(indptr, indices, data, y, theta, avg, count, eta, step, order):
     ``θ̄ ← θ̄ + (θ − θ̄)/(t + 1)``; returns the new step count t. The model is θ̄."""
     shrink = 1.0 - step * eta
     for t in range(order.shape[0]):
-        i = order[t]
-        idx = indices[indptr[i]:indptr[i + 1]]
-        val = data[indptr[i]:indptr[i + 1]]
-        g = _sigmoid(sparse_row_dot(idx, val, theta)) - y[i]
-        theta *= shrink
-        sparse_row_axpy(-step * g, idx, val, theta)
+        _sgd_step(indptr, indices, data, y, theta, order[t], shrink, step)
         count += 1
         inv = 1.0 / count
         for j in range(theta.shape[0]):
@@ -530,7 +521,7 @@ def sag_epoch(indptr, indices, data, y, sqnorm, theta, grad_mem, seen, dsum, n_s
         idx = indices[indptr[i]:indptr[i + 1]]
         val = data[indptr[i]:indptr[i + 1]]
         u = sparse_row_dot(idx, val, theta)
-        g = _sigmoid(u) - y[i]
+        g = sigmoid(u) - y[i]
         sparse_row_axpy(g - grad_mem[i], idx, val, dsum)
         grad_mem[i] = g
         if not seen[i]:
