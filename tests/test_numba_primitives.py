@@ -99,3 +99,18 @@ def test_sigmoid_matches_scipy_expit_without_overflow():
 
     ts = np.concatenate([np.linspace(-50, 50, 101), [-1e308, -800.0, 800.0, 1e308]])
     np.testing.assert_allclose([sigmoid(t) for t in ts], expit(ts), rtol=1e-15, atol=0)
+
+
+def test_softplus_log_sigmoid_logaddexp_match_numpy_without_overflow():
+    from scipy.special import log_expit
+
+    from xclib._numba import log_sigmoid, logaddexp, softplus
+
+    zs = np.array([-800.0, -40.0, -1.5, -1e-12, 0.0, 1e-12, 2.0, 35.0, 800.0])
+    np.testing.assert_allclose([softplus(z) for z in zs], np.logaddexp(0.0, zs), rtol=1e-14)
+    np.testing.assert_allclose([log_sigmoid(z) for z in zs], log_expit(zs), rtol=1e-14)
+    for a in zs:
+        for b in zs:
+            assert abs(logaddexp(a, b) - np.logaddexp(a, b)) <= 1e-14 * max(1.0, abs(a), abs(b))
+    assert logaddexp(-np.inf, 3.0) == 3.0 and logaddexp(2.0, -np.inf) == 2.0
+    assert logaddexp(-np.inf, -np.inf) == -np.inf

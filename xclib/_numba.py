@@ -19,6 +19,9 @@ __all__ = [
     "lambertw",
     "lambertw_exp",
     "sigmoid",
+    "softplus",
+    "log_sigmoid",
+    "logaddexp",
     "other_class",
     "draw_other_classes",
 ]
@@ -154,6 +157,32 @@ def sigmoid(t):
         return 1.0 / (1.0 + math.exp(-t))
     e = math.exp(t)
     return e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True)
+def softplus(z):
+    """``log(1 + e^z)`` without overflow for any real ``z`` (the logistic loss of ``−z``)."""
+    if z > 0.0:
+        return z + math.log1p(math.exp(-z))
+    return math.log1p(math.exp(z))
+
+
+@njit(cache=True, nogil=True)
+def log_sigmoid(z):
+    """``log σ(z) = −softplus(−z)`` without overflow."""
+    return -softplus(-z)
+
+
+@njit(cache=True, nogil=True)
+def logaddexp(a, b):
+    """``log(e^a + e^b)`` for two scalars, stable for any reals (``-inf`` allowed)."""
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    if a >= b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
 
 
 @njit(cache=True, nogil=True)

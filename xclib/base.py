@@ -2,33 +2,73 @@
 
 :class:`LinearSoftmaxClassifier` holds a fitted linear model (``coef_`` of shape (K, D),
 ``intercept_``, ``classes_``) and predicts with it. :class:`IterativeSoftmaxEstimator` adds
-the epoch loop of the stochastic methods: input validation and label encoding, a
-``numpy.random.Generator`` from ``random_state``, ``history_`` per epoch, a ``tqdm`` progress bar
-and divergence detection. A chapter's estimator only writes three methods::
+the epoch loop of the stochastic methods: parameter validation, input validation and label
+encoding, a ``numpy.random.Generator`` from ``random_state``, ``history_`` per epoch, a ``tqdm``
+progress bar and divergence detection. A chapter's estimator declares its parameters and
+writes three methods (a fourth when it has fitted attributes of its own)::
 
-    _init_state(X, y, rng)        -> state (whatever the kernels need)
+    _parameter_constraints          {name: [constraint, ...]}, checked before every fit
+    _init_state(X, y, rng)        -> state (a dataclass: whatever the kernels need)
     _run_epoch(state, X, y, epoch, rng) -> None (run one epoch of numba kernels)
     _coef(state)                  -> (coef (K, D), intercept (K,) or None)
+    _finalize(state)              -> None (optional: set extra fitted attributes, e.g. ``u_``)
 
-Everything else (what ``fit`` returns, what happens on NaN, how the history is recorded) is
-the same for all of them.
+Everything else (what ``fit`` returns, what happens on NaN or a blow-up, how the history is
+recorded, which attributes a fitted model holds) is the same for all of them. The state is
+dropped at the end of ``fit``: a fitted model holds fitted attributes only, so a pickle carries
+no training data.
+
+The vocabulary
+--------------
+Every estimator names the same concept with the same keyword (scikit-learn's), and each
+paper's symbol is mapped to it in the estimator's docstring:
+
+``alpha``          ridge: the objective is mean over rows of the loss + (alpha/2)·‖W‖²_F
+                   (scikit-learn's ``SGDClassifier`` scale; ``LogisticRegression``'s
+                   ``C = 1/(alpha·N)``)
+``learning_rate``  the initial step size (a float)
+``decay``          the step schedule's factor (the step after t decays is learning_rate·decay^t)
+``n_epochs``       passes over the data of a stochastic method
+``max_iter``       iterations of a deterministic solver (L-BFGS) or number of batches
+``tol``            stopping tolerance
+``random_state``   None, an int or a ``numpy.random.Generator``; same seed, same numbers
+``verbose``        a ``tqdm`` progress bar when true
+``fit_intercept``  an unpenalised bias per class
+
+The constraints of these shared keywords are :data:`ALPHA`, :data:`LEARNING_RATE`, … below;
+an estimator's ``_parameter_constraints`` uses them so that one keyword accepts the same
+values everywhere.
 """
 from __future__ import annotations
 
 import time
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-exported)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .metrics import softmax_loss_and_error
 
 __all__ = [
+    "ALPHA",
+    "DECAY",
+    "FIT_INTERCEPT",
+    "Interval",
+    "LEARNING_RATE",
+    "MAX_ITER",
+    "N_EPOCHS",
+    "RANDOM_STATE",
+    "StrOptions",
+    "TOL",
+    "VERBOSE",
+    "VOCABULARY",
     "DivergenceWarning",
     "as_generator",
     "as_csr",
@@ -41,8 +81,32 @@ __all__ = [
 HISTORY_KEYS = ("epoch", "time", "train_loss", "train_error", "eval_loss", "eval_error")
 
 
+#: The shared keywords and the constraint each accepts (scikit-learn's constraint language:
+#: :class:`~sklearn.utils._param_validation.Interval`, ``"boolean"``, ``"random_state"``, ...).
+ALPHA = [Interval(Real, 0, None, closed="left")]
+LEARNING_RATE = [Interval(Real, 0, None, closed="neither")]
+DECAY = [Interval(Real, 0, 1, closed="right")]
+N_EPOCHS = [Interval(Integral, 0, None, closed="left")]
+MAX_ITER = [Interval(Integral, 1, None, closed="left")]
+TOL = [Interval(Real, 0, None, closed="left")]
+RANDOM_STATE = ["random_state", np.random.Generator]
+VERBOSE = ["verbose"]
+FIT_INTERCEPT = ["boolean"]
+
+#: Concept -> the one keyword every estimator uses for it, and the names it replaces.
+VOCABULARY = {
+    "ridge": ("alpha", ("lam", "mu", "eta", "lambda_", "reg")),
+    "step": ("learning_rate", ("eta0", "step_size", "lr")),
+    "passes": ("n_epochs", ("n_passes",)),
+    "iterations": ("max_iter", ("n_iter", "n_iterations", "maxiter")),
+    "tolerance": ("tol", ("gtol", "eps")),
+    "seed": ("random_state", ("seed", "rng")),
+}
+
+
 class DivergenceWarning(RuntimeWarning):
-    """A fit stopped because its loss or weights stopped being finite."""
+    """A fit stopped because its loss blew up: it became non-finite, or it stayed above
+    ``IterativeSoftmaxEstimator._divergence_factor`` times its starting value (see there)."""
 
 
 def as_generator(random_state):
@@ -148,25 +212,48 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
 class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
     """Base of the stochastic methods: the epoch loop, history, progress bar, divergence.
 
-    Subclasses define ``__init__`` with at least ``n_epochs``, ``random_state`` and
-    ``verbose`` and implement ``_init_state``, ``_run_epoch`` and ``_coef``.
+    Subclasses define ``__init__`` (storing each parameter under its own name, nothing
+    else), a ``_parameter_constraints`` table covering every parameter, and implement
+    ``_init_state``, ``_run_epoch`` and ``_coef`` (and ``_finalize`` for extra fitted
+    attributes). ``_n_rounds`` is the number of loop rounds (``n_epochs`` by default).
+
+    Divergence
+    ----------
+    After each round the loss of ``_history_metrics`` is compared with its value at the
+    starting weights, ``L0``. The fit is declared diverged, with a :class:`DivergenceWarning`,
+    ``diverged_ = True`` and the history stopped there, when
+
+    * the weights or the loss stop being finite, or
+    * the loss exceeds ``_divergence_factor · max(|L0|, 1)`` for ``_divergence_patience``
+      consecutive rounds, or in the last round of the fit.
+
+    (10× and 2 rounds by default: the softmax loss at W = 0 is log K, so a loss ten times
+    that is worse than predicting nothing.) ``coef_`` then holds the weights of the round with
+    the lowest loss (the starting weights if no round improved on them).
 
     Fitted attributes
     -----------------
     coef_ : (K, D) ; intercept_ : (K,) or None ; classes_ : (K,)
-    history_ : dict of lists keyed by :data:`HISTORY_KEYS`, one entry per finished epoch;
+    history_ : dict of lists keyed by :data:`HISTORY_KEYS`, one entry per finished round;
         ``time`` is cumulative training seconds (evaluation excluded).
-    diverged_ : bool, True when the fit stopped on a non-finite weight or loss; ``coef_`` then
-        holds the last finite weights (those of the epoch before).
-    n_epochs_ : int, epochs completed.
+    diverged_ : bool, True when the fit stopped on a blow-up (see Divergence).
+    n_epochs_ : int, rounds completed.
     """
+
+    _divergence_factor = 10.0
+    _divergence_patience = 2
 
     def _history_metrics(self, coef, intercept, X, y):
         """(loss, error) recorded in the history; the softmax log-loss unless overridden."""
         return softmax_loss_and_error(coef, X, y, intercept)
 
+    def _n_rounds(self):
+        """Rounds of the fit loop, each followed by one history entry."""
+        return int(self.n_epochs)
+
     def fit(self, X, y, eval_set=None):
         """Fit on ``(X, y)``; ``eval_set=(X_eval, y_eval)`` adds held-out columns to ``history_``."""
+        self._validate_params()
         X, y_enc = self._validate_fit(X, y)
         if eval_set is not None:
             Xe, ye = eval_set
@@ -174,42 +261,43 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
             ye = self._encode(ye, "eval_set labels")
             if Xe.shape[0] != ye.shape[0]:
                 raise ValueError(f"eval_set has {Xe.shape[0]} rows but {ye.shape[0]} labels")
-        n_epochs = int(self.n_epochs)
-        if n_epochs < 0:
-            raise ValueError(f"n_epochs must be >= 0, got {self.n_epochs}")
+        n_rounds = self._n_rounds()
         rng = as_generator(self.random_state)
         state = self._init_state(X, y_enc, rng)
         self.history_ = {k: [] for k in HISTORY_KEYS}
         self.diverged_ = False
         self.n_epochs_ = 0
         coef, intercept = self._coef(state)
-        good = (np.array(coef, copy=True), None if intercept is None else np.array(intercept))
+        best = _copy_weights(coef, intercept)
+        best_loss, _ = self._history_metrics(coef, intercept, X, y_enc)
+        limit = self._divergence_factor * max(abs(best_loss), 1.0) if np.isfinite(best_loss) \
+            else np.inf
+        above = 0
         elapsed = 0.0
-        bar = _progress(n_epochs, type(self).__name__, self.verbose)
+        bar = _progress(n_rounds, type(self).__name__, self.verbose)
         try:
-            for epoch in range(n_epochs):
+            for epoch in range(n_rounds):
                 t0 = time.perf_counter()
                 with np.errstate(over="ignore", invalid="ignore"):
                     self._run_epoch(state, X, y_enc, epoch, rng)
                 elapsed += time.perf_counter() - t0
                 coef, intercept = self._coef(state)
-                finite = np.all(np.isfinite(coef)) and (
-                    intercept is None or np.all(np.isfinite(intercept))
-                )
-                if finite:
+                loss, err = np.nan, np.nan
+                if _finite(coef, intercept):
                     loss, err = self._history_metrics(coef, intercept, X, y_enc)
-                    finite = np.isfinite(loss)
-                if not finite:
-                    self.diverged_ = True
-                    warnings.warn(
-                        f"{type(self).__name__} diverged in epoch {epoch + 1} (non-finite "
-                        "weights or loss, typically a learning rate too large); keeping the "
-                        f"weights of epoch {epoch}",
-                        DivergenceWarning,
-                        stacklevel=2,
-                    )
+                if not np.isfinite(loss):
+                    self._diverge(epoch, "non-finite weights or loss")
                     break
-                good = (np.array(coef, copy=True), None if intercept is None else np.array(intercept))
+                above = above + 1 if loss > limit else 0
+                if above:
+                    last = epoch + 1 == n_rounds
+                    if above >= self._divergence_patience or last:
+                        self._diverge(epoch, f"loss {loss:.4g} above {limit:.4g} "
+                                             f"({self._divergence_factor:g}× its start) "
+                                             f"for {above} round(s)")
+                        break
+                if loss <= best_loss or not np.isfinite(best_loss):
+                    best, best_loss = _copy_weights(coef, intercept), loss
                 if eval_set is not None:
                     eloss, eerr = self._history_metrics(coef, intercept, Xe, ye)
                 else:
@@ -225,9 +313,21 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
         finally:
             if bar is not None:
                 bar.close()
-        self.coef_, self.intercept_ = good
-        self._state = state
+        if self.diverged_:
+            self.coef_, self.intercept_ = best
+        else:
+            self.coef_, self.intercept_ = _copy_weights(*self._coef(state))
+        self._finalize(state)
         return self
+
+    def _diverge(self, epoch, why):
+        self.diverged_ = True
+        warnings.warn(
+            f"{type(self).__name__} diverged in round {epoch + 1} ({why}; typically a "
+            "learning rate too large); keeping the weights with the lowest loss seen",
+            DivergenceWarning,
+            stacklevel=3,
+        )
 
     def _validate_X_during_fit(self, X):
         return validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
@@ -241,6 +341,19 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
 
     def _coef(self, state):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _finalize(self, state):
+        """Set fitted attributes beyond ``coef_``/``intercept_`` from the final state."""
+
+
+def _finite(coef, intercept):
+    return bool(np.all(np.isfinite(coef))) and (
+        intercept is None or bool(np.all(np.isfinite(intercept)))
+    )
+
+
+def _copy_weights(coef, intercept):
+    return np.array(coef, copy=True), None if intercept is None else np.array(intercept)
 
 
 def _progress(total, desc, verbose):
