@@ -52,3 +52,20 @@ def html_dir() -> Path:
     if not (path / "index.html").exists():
         pytest.fail(NOT_BUILT.format("_build/html/index.html"), pytrace=False)
     return path
+
+
+def exported_estimators() -> list[type]:
+    """Every estimator class ``xclib`` exports (not the abstract bases), sorted by name."""
+    import inspect
+
+    from sklearn.base import BaseEstimator
+
+    import xclib
+    from xclib import base
+
+    return sorted(
+        (obj for name in xclib.__all__
+         if inspect.isclass(obj := getattr(xclib, name)) and issubclass(obj, BaseEstimator)
+         and obj not in (base.LinearSoftmaxClassifier, base.IterativeSoftmaxEstimator)),
+        key=lambda cls: cls.__name__,
+    )

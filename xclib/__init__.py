@@ -15,6 +15,25 @@ One module per paper, plus the shared parts:
 ``xclib.base``, ``_numba``    the estimator contract and the shared numba primitives
 ============================  ==========================================================
 
+Every estimator speaks one vocabulary (scikit-learn's), checked before each fit by a table of
+parameter constraints, and each paper's symbol is mapped to it in the estimator's docstring:
+
+==================  ==========================================================================
+``alpha``           ridge: objective = mean over rows of the loss + (alpha/2)·‖W‖²_F
+                    (``SGDClassifier``'s scale; ``LogisticRegression``'s ``C = 1/(alpha·N)``)
+``learning_rate``   initial step size; ``decay`` its schedule (step_t = learning_rate·decay^t)
+``n_epochs``        passes over the data (stochastic methods)
+``max_iter``        iterations of a deterministic solver (L-BFGS), or number of batches
+``tol``             stopping tolerance
+``random_state``    None, an int or a ``numpy.random.Generator``: same seed, same numbers
+``verbose``         a ``tqdm`` progress bar
+``fit_intercept``   an unpenalised bias per class
+==================  ==========================================================================
+
+A fitted model holds fitted attributes only (``coef_``, ``classes_``, ``history_``, ...): a
+pickle carries no training data. A fit whose loss blows up warns ``DivergenceWarning``, sets
+``diverged_`` and keeps the weights with the lowest loss (:mod:`xclib.base`).
+
 Not to be confused with ``pyxclib`` (kunaldahiya/pyxclib), which also imports as ``xclib``;
 this one has ``xclib.__book__ == "Softmax at scale"``.
 """
@@ -28,7 +47,7 @@ from .sampled import NCE, OVE, ImportanceSampling
 from .sqb import SQB, LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, MultinomialSQB
 from .unbiased import ImplicitSGD, UMax, VanillaSGD
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __book__ = "Softmax at scale"
 
 __all__ = [

@@ -130,7 +130,7 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
         size = k * d
         scale = _row_scale(X)
         Xs = X * (1.0 / scale) if scale != 1.0 else X
-        mu_s = float(self.alpha) * n / scale**2  # the sum-scale ridge in V = s·W
+        mu_s = float(self.alpha) * n / scale / scale  # the sum-scale ridge in V = s·W
         x0 = np.zeros(size + (k if self.fit_intercept else 0))
         if old is not None and old.shape == (k, d):
             x0[:size] = old.ravel() * scale
