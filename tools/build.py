@@ -16,19 +16,30 @@ A notebook is executed again only when its inputs changed since its last success
 ``make test`` executes each notebook once. The tests (``tests/test_notebooks.py``,
 ``tests/test_book_html.py``) read the same outputs.
 
+Status of a notebook in ``execution.json``: ``running`` (and no hash) from before it starts,
+so a build killed meanwhile leaves it to be executed again; ``interrupted`` when the build is
+stopped by Ctrl-C, SIGTERM or SIGHUP; ``ok`` only when papermill succeeded AND the executed
+notebook reads with nbformat AND the results JSON (if written) parses; else ``failed`` or
+``timed out`` (a cell longer than --cell-timeout, or the notebook longer than --timeout:
+not retried). Only a kernel that died or did not start is retried, once. Papermill, its
+kernel and everything they started are ended whenever build.py exits (tools/build_runner.py).
+
 Usage::
 
     python tools/build.py                      # everything at $XCLIB_SCALE (default "ci")
     python tools/build.py --only 01_unbiased_softmax --scale paper
     python tools/build.py --keep-going         # record failures, build anyway (make test)
+    python tools/build.py --root DIR --no-html # the book whose _toc.yml is in DIR (tests)
 """
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -36,19 +47,31 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "_build"
-EXECUTED = BUILD / "executed"
-RESULTS = BUILD / "results"
-LOGS = BUILD / "logs"
-SRC = BUILD / "src"
-HTML = BUILD / "html"
-STATUS_FILE = BUILD / "execution.json"
-WARNINGS_FILE = BUILD / "sphinx-warnings.txt"
-NODE_MODULES = ROOT / "node_modules"
+if str(Path(__file__).resolve().parent) not in sys.path:  # also when loaded by path (tests)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_runner import (Interrupted, check_outputs, classify, first_error,  # noqa: E402,F401
+                          install_signal_handlers, mark_injected_cell, run_child)
+
+# where the book is and where its build goes: set by set_root() below (and by --root)
+ROOT = BUILD = EXECUTED = RESULTS = LOGS = SRC = HTML = STATUS_FILE = WARNINGS_FILE = Path()
+NODE_MODULES = Path()
+
+
+def set_root(root: Path) -> None:
+    """Build the book whose ``_toc.yml`` is in ``root`` (``--root``; default: this repository)."""
+    global ROOT, BUILD, EXECUTED, RESULTS, LOGS, SRC, HTML, STATUS_FILE, WARNINGS_FILE
+    global NODE_MODULES
+    ROOT = Path(root).resolve()
+    BUILD = ROOT / "_build"
+    EXECUTED, RESULTS, LOGS = BUILD / "executed", BUILD / "results", BUILD / "logs"
+    SRC, HTML = BUILD / "src", BUILD / "html"
+    STATUS_FILE, WARNINGS_FILE = BUILD / "execution.json", BUILD / "sphinx-warnings.txt"
+    NODE_MODULES = ROOT / "node_modules"
+
+
+set_root(Path(__file__).resolve().parents[1])
 
 # Seconds: (per cell, per notebook).  CI scale keeps every chapter to minutes; paper scale is long.
 TIMEOUTS = {"ci": (900, 1500), "paper": (6 * 3600, 24 * 3600)}
@@ -99,9 +122,9 @@ class BuildError(RuntimeError):
 
 
 # --------------------------------------------------------------------------- table of contents
-def toc_files(root: Path = ROOT) -> list[str]:
+def toc_files(root: Path | None = None) -> list[str]:
     """Every ``file:`` of ``_toc.yml`` in reading order (root first), without extension."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    toc = yaml.safe_load(((root or ROOT) / "_toc.yml").read_text())
     files = [toc["root"]]
 
     def walk(node):
@@ -120,8 +143,9 @@ def toc_files(root: Path = ROOT) -> list[str]:
             for f in files]
 
 
-def resolve(entry: str, root: Path = ROOT) -> Path:
+def resolve(entry: str, root: Path | None = None) -> Path:
     """The source file of a toc entry; a clear error when the toc lists a missing file."""
+    root = root or ROOT
     for suffix in (".ipynb", ".md", ".rst"):
         path = root / (entry + suffix)
         if path.exists():
@@ -131,7 +155,7 @@ def resolve(entry: str, root: Path = ROOT) -> Path:
         "add the file or remove the entry from _toc.yml")
 
 
-def toc_notebooks(root: Path = ROOT) -> list[Path]:
+def toc_notebooks(root: Path | None = None) -> list[Path]:
     """The notebooks of the toc (``notebooks/NN_name.ipynb``) that exist, in order."""
     out = []
     for entry in toc_files(root):
@@ -144,7 +168,7 @@ def toc_notebooks(root: Path = ROOT) -> list[Path]:
     return out
 
 
-def missing_entries(root: Path = ROOT) -> list[str]:
+def missing_entries(root: Path | None = None) -> list[str]:
     """Toc entries whose file does not exist."""
     missing = []
     for entry in toc_files(root):
@@ -155,9 +179,9 @@ def missing_entries(root: Path = ROOT) -> list[str]:
     return missing
 
 
-def pruned_toc(missing: list[str], root: Path = ROOT) -> dict:
+def pruned_toc(missing: list[str], root: Path | None = None) -> dict:
     """``_toc.yml`` without the ``missing`` entries (``--keep-going`` builds the rest)."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    toc = yaml.safe_load(((root or ROOT) / "_toc.yml").read_text())
     gone = {str(Path(m)) for m in missing}
 
     def keep(node):
@@ -196,11 +220,22 @@ def load_status() -> dict:
     return {}
 
 
-def save_status(status: dict) -> None:
+def update_status(changes: dict, keep: set | None = None) -> dict:
+    """Merge ``changes`` into ``execution.json`` (dropping entries not in ``keep``); the result.
+
+    Under a lock, over the file's current content: builds running at the same time (e.g. two
+    ``--only``) must not overwrite each other's entries with stale copies.
+    """
     BUILD.mkdir(parents=True, exist_ok=True)
-    tmp = STATUS_FILE.with_suffix(".tmp")
-    tmp.write_text(json.dumps(status, indent=1, sort_keys=True))
-    tmp.replace(STATUS_FILE)
+    with open(BUILD / "execution.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        status = {**load_status(), **changes}
+        if keep is not None:
+            status = {k: v for k, v in status.items() if k in keep}
+        tmp = STATUS_FILE.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(status, indent=1, sort_keys=True))
+        tmp.replace(STATUS_FILE)
+    return status
 
 
 def kernel_env(scale: str) -> dict:
@@ -216,155 +251,68 @@ def kernel_env(scale: str) -> dict:
     return env
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """Stop papermill and everything it started (its kernel runs in its own session)."""
-    try:
-        import psutil
-
-        procs = psutil.Process(proc.pid).children(recursive=True)
-    except Exception:  # psutil missing or process gone
-        procs = []
-    for p in procs:
-        try:
-            p.terminate()
-        except Exception:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for p in procs:
-        try:
-            p.kill()
-        except Exception:
-            pass
-
-
-def first_error(executed: Path) -> dict | None:
-    """Index (in the SOURCE notebook), source head and error of the first failing cell."""
-    try:
-        nb = nbformat.read(executed, as_version=4)
-    except Exception:
-        return None
-    index = -1
-    for cell in nb.cells:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if "injected-parameters" in tags or "papermill-error-cell-tag" in tags:
-            continue
-        index += 1
-        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            if out.get("output_type") == "error":
-                tb = "\n".join(out.get("traceback", []))
-                tb = re.sub(r"\x1b\[[0-9;]*m", "", tb)
-                return {
-                    "cell": index,
-                    "execution_count": cell.get("execution_count"),
-                    "source": cell.source[:300],
-                    "error": f"{out.get('ename')}: {out.get('evalue')}",
-                    "traceback": tb[-3000:],
-                }
-    index = -1
-    for cell in nb.cells:  # no error output: the cell papermill saw running when it was stopped
-        tags = cell.get("metadata", {}).get("tags", [])
-        if "injected-parameters" in tags or "papermill-error-cell-tag" in tags:
-            continue
-        index += 1
-        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
-            return {"cell": index, "execution_count": None, "source": cell.source[:300],
-                    "error": "still running when stopped", "traceback": ""}
-    return None
-
-
-def mark_injected_cell(executed: Path) -> None:
-    """Tag papermill's injected-parameters cell ``remove-cell`` so the HTML hides it."""
-    nb = nbformat.read(executed, as_version=4)
-    changed = False
-    for cell in nb.cells:
-        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
-            tags.append("remove-cell")
-            changed = True
-    if changed:
-        nbformat.write(nb, executed)
-
-
 def execute(notebook: Path, scale: str, cell_timeout: int, nb_timeout: int) -> dict:
-    """Run one notebook with papermill (retried once when it times out); return its status."""
+    """Run one notebook with papermill; return its status (retried once if the kernel died)."""
     name = notebook.stem
     out = EXECUTED / notebook.relative_to(ROOT)
-    results = RESULTS / f"{name}.json"
-    log = LOGS / f"{name}.log"
-    for path in (out, results):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            path.unlink()  # a failed run must not leave the previous run's outputs behind
-    log.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "papermill", str(notebook), str(out),
-           "-r", "scale", scale, "-r", "results_path", str(results),
-           "-k", "python3", "--cwd", str(notebook.parent),
-           "--execution-timeout", str(cell_timeout), "--no-progress-bar", "--log-output"]
+    results, log = RESULTS / f"{name}.json", LOGS / f"{name}.log"
+    exit_file = LOGS / f"{name}.exit.json"
+    spec = {"input": str(notebook), "output": str(out), "cwd": str(notebook.parent),
+            "exit": str(exit_file), "cell_timeout": cell_timeout,
+            "parameters": {"scale": scale, "results_path": str(results)}}
+    cmd = [sys.executable, str(Path(__file__).resolve().with_name("build_runner.py")),
+           json.dumps(spec)]
     status = {"notebook": str(notebook.relative_to(ROOT)), "scale": scale,
               "executed": str(out.relative_to(ROOT)), "results": str(results.relative_to(ROOT)),
               "log": str(log.relative_to(ROOT)), "attempts": 0}
     start = time.monotonic()
     for attempt in (1, 2):
+        for path in (out, results, exit_file):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)  # a failed run must not leave older outputs behind
         status["attempts"] = attempt
         t0 = time.monotonic()
         with open(log, "w" if attempt == 1 else "a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n# attempt {attempt}\n")
+            fh.write(f"$ {shlex.join(cmd)}\n# attempt {attempt}\n")
             fh.flush()
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT,
-                                    env=kernel_env(scale), start_new_session=True,
-                                    stdin=subprocess.DEVNULL)
-            try:
-                rc = proc.wait(timeout=nb_timeout)
-                outer_timeout = False
-            except subprocess.TimeoutExpired:
-                _kill_tree(proc)
-                rc, outer_timeout = None, True
-        text = log.read_text(errors="replace")
-        cell_timed_out = rc not in (0, None) and (
-            "CellTimeoutError" in text.split(f"# attempt {attempt}")[-1]
-            or "Cell execution timed out" in text.split(f"# attempt {attempt}")[-1])
-        status["seconds"] = round(time.monotonic() - start, 1)
-        status["last_attempt_seconds"] = round(time.monotonic() - t0, 1)
-        if rc == 0:
-            status.update(status="ok", error=None, cell=None)
+            rc = run_child(cmd, timeout=nb_timeout, stdout=fh, stderr=subprocess.STDOUT,
+                           cwd=ROOT, env=kernel_env(scale))
+        try:
+            record = json.loads(exit_file.read_text())
+        except (OSError, ValueError):
+            record = None
+        verdict = classify(rc, record, out, results, cell_timeout, nb_timeout)
+        retry = verdict.pop("retry")
+        status.update(verdict, exception=(record or {}).get("type"),
+                      seconds=round(time.monotonic() - start, 1),
+                      last_attempt_seconds=round(time.monotonic() - t0, 1))
+        if not (retry and attempt == 1):
             break
-        if outer_timeout or cell_timed_out:
-            status.update(status="timed out",
-                          error=(f"no result after {nb_timeout} s (outer timeout)" if outer_timeout
-                                 else f"a cell ran longer than {cell_timeout} s"))
-            err = first_error(out) if out.exists() else None
-            status["cell"] = err["cell"] if err else None
-            status["source"] = err["source"] if err else None
-            if attempt == 1:
-                print(f"  {name}: timed out; retrying once (nbclient issue 312)", flush=True)
-                continue
-            break
-        err = first_error(out) if out.exists() else None
-        status.update(status="failed", cell=err["cell"] if err else None,
-                      error=err["error"] if err else f"papermill exited {rc}; see {log}",
-                      source=err["source"] if err else None,
-                      traceback=err["traceback"] if err else text[-3000:])
-        break
-    if out.exists():
-        mark_injected_cell(out)
+        print(f"  {name}: {status['error']}; retrying once", flush=True)
+    if status["status"] != "ok" and not status.get("traceback"):
+        status["traceback"] = log.read_text(errors="replace")[-3000:]
+    if out.exists() and not mark_injected_cell(out):
+        kept = LOGS / f"{name}.unreadable.ipynb"  # staged, it would break the HTML build
+        out.replace(kept)
+        status["unreadable_copy"] = str(kept.relative_to(ROOT))
     return status
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def run_notebooks(notebooks: list[Path], scale: str, keep_going: bool, force: bool,
                   cell_timeout: int, nb_timeout: int) -> dict:
-    status = load_status()
+    """Execute the notebooks whose inputs changed; ``status`` is saved before and after each.
+
+    A notebook is ``running`` (no hash) while it runs, so a build that is killed there leaves
+    it not ``ok`` and the next build executes it again; ``ok`` only once its outputs are valid.
+    """
     for nb in notebooks:
         name = nb.stem
         digest = input_hash(nb, scale)
-        prev = status.get(name, {})
+        prev = load_status().get(name, {})
         out = EXECUTED / nb.relative_to(ROOT)
         if (not force and prev.get("status") == "ok" and prev.get("hash") == digest
                 and out.exists() and (RESULTS / f"{name}.json").exists()):
@@ -372,11 +320,22 @@ def run_notebooks(notebooks: list[Path], scale: str, keep_going: bool, force: bo
                   flush=True)
             continue
         print(f"  {name}: executing (scale={scale}) ...", flush=True)
-        st = execute(nb, scale, cell_timeout, nb_timeout)
-        st["hash"] = digest
-        st["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        status[name] = st
-        save_status(status)
+        running = {"notebook": str(nb.relative_to(ROOT)), "scale": scale, "status": "running",
+                   "hash": None, "started": _now(), "pid": os.getpid()}
+        update_status({name: running})
+        try:
+            st = execute(nb, scale, cell_timeout, nb_timeout)
+        except BaseException as exc:  # recorded, then handled by main(): children are ended
+            if isinstance(exc, KeyboardInterrupt):
+                signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+                change = {"status": "interrupted",
+                          "error": f"build.py stopped by {signal.Signals(signum).name}"}
+            else:
+                change = {"status": "failed", "error": f"build.py error: {exc!r}"}
+            update_status({name: {**running, **change, "finished": _now()}})
+            raise
+        st.update(hash=digest if st["status"] == "ok" else None, finished=_now())
+        update_status({name: st})
         where = f" at cell index {st['cell']}" if st.get("cell") is not None else ""
         print(f"  {name}: {st['status']}{where} in {st['seconds']} s"
               + (f" -- {st['error']}" if st["status"] != "ok" else ""), flush=True)
@@ -384,12 +343,7 @@ def run_notebooks(notebooks: list[Path], scale: str, keep_going: bool, force: bo
             raise SystemExit(
                 f"notebook {nb.relative_to(ROOT)} {st['status']}{where}: {st['error']}\n"
                 f"log: {st['log']}; executed copy: {st['executed']}")
-    # forget notebooks that left the toc
-    names = {Path(e).name for e in toc_files()}
-    for gone in [k for k in status if k not in names]:
-        del status[gone]
-    save_status(status)
-    return status
+    return update_status({}, keep={Path(e).name for e in toc_files()})  # forget the toc's leavers
 
 
 # --------------------------------------------------------------------------- staging
@@ -402,8 +356,9 @@ def ensure_node_modules() -> None:
         raise BuildError(f"node packages {missing} are missing and npm is not installed: "
                          "install Node.js/npm, then run `npm ci` in " + str(ROOT))
     print(f"  npm ci (missing: {', '.join(missing)})", flush=True)
-    subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=ROOT,
-                   check=True)
+    rc = run_child(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=ROOT)
+    if rc != 0:
+        raise BuildError(f"npm ci failed (exit {rc}) in {ROOT}")
 
 
 def _sync_file(src: Path, dst: Path) -> None:
@@ -503,16 +458,17 @@ def render() -> None:
     print("  jupyter-book build ...", flush=True)
     env = dict(os.environ, NO_COLOR="1", PATH=str(Path(sys.executable).parent) + os.pathsep
                + os.environ.get("PATH", ""))
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    log = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + "\n" + proc.stderr)
+    with open(BUILD / "book-build.log", "w") as fh:
+        rc = run_child(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    log = re.sub(r"\x1b\[[0-9;]*m", "", (BUILD / "book-build.log").read_text(errors="replace"))
     (BUILD / "book-build.log").write_text(log)
     warnings = [line for line in log.splitlines()
                 if re.search(r"\b(WARNING|ERROR|CRITICAL|SEVERE)\b:", line)]
     src_prefix = str(SRC) + os.sep
     WARNINGS_FILE.write_text("".join(w.replace(src_prefix, "") + "\n" for w in warnings))
-    if proc.returncode != 0 or not (BUILD / "jb" / "_build" / "html" / "index.html").exists():
+    if rc != 0 or not (BUILD / "jb" / "_build" / "html" / "index.html").exists():
         sys.stderr.write(log[-5000:])
-        raise BuildError(f"jupyter-book build failed (exit {proc.returncode}); "
+        raise BuildError(f"jupyter-book build failed (exit {rc}); "
                          f"full log: {BUILD / 'book-build.log'}")
     if HTML.exists():
         shutil.rmtree(HTML)
@@ -525,7 +481,11 @@ def render() -> None:
 
 # --------------------------------------------------------------------------- CLI
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Statuses in _build/execution.json: running, interrupted, ok, failed, timed out, "
+               "missing (see the docstring of tools/build.py). Ctrl-C, SIGTERM and SIGHUP end "
+               "papermill and its kernel and mark the notebook interrupted.")
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="execute only this notebook (e.g. 01_unbiased_softmax); repeatable")
     parser.add_argument("--scale", default=os.environ.get("XCLIB_SCALE", "ci"),
@@ -538,7 +498,11 @@ def main(argv=None) -> int:
                         help="render the last executed copies only (no notebook is run)")
     parser.add_argument("--cell-timeout", type=int, help="seconds per cell")
     parser.add_argument("--timeout", type=int, help="seconds per notebook (outer timeout)")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the book to build: folder of its _toc.yml (default: this repository)")
     args = parser.parse_args(argv)
+    set_root(args.root)
+    install_signal_handlers()
 
     cell_timeout, nb_timeout = TIMEOUTS[args.scale]
     cell_timeout = args.cell_timeout or cell_timeout
@@ -566,20 +530,26 @@ def main(argv=None) -> int:
             print(f"Executing {len(selected)} notebook(s) at scale '{args.scale}'", flush=True)
             status = run_notebooks(selected, args.scale, args.keep_going, args.force,
                                    cell_timeout, nb_timeout)
+        gone = {}
         for entry in missing:  # --keep-going: recorded for the tests, left out of the HTML
             print(f"  {entry}: listed in _toc.yml but missing; left out of the book", flush=True)
             if entry.startswith("notebooks/"):
-                status[Path(entry).name] = {
+                gone[Path(entry).name] = {
                     "notebook": entry + ".ipynb", "status": "missing", "cell": None,
                     "error": f"_toc.yml lists {entry} but {entry}.ipynb does not exist",
                     "seconds": 0, "attempts": 0}
-        save_status(status)
+        status = update_status(gone)
         if not args.no_html:
             stage(notebooks, missing)
             render()
     except BuildError as exc:
         print(f"build error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: children ended, status saved
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        print(f"build stopped by {signal.Signals(signum).name}; every child process ended",
+              file=sys.stderr, flush=True)
+        return 128 + signum
     bad = {k: v for k, v in status.items() if v.get("status") != "ok"
            and k in {nb.stem for nb in selected}}
     if bad:
