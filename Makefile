@@ -7,11 +7,12 @@ PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LAB_STAMP := $(VENV)/.lab-installed
 
 export NUMBA_CACHE_DIR ?= $(CURDIR)/_build/numba_cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test clean venv assets chromium
+.PHONY: book test clean venv assets chromium lab lab-env lab-reset
 
 book: venv assets
 	$(VPY) tools/build.py
@@ -43,6 +44,21 @@ chromium:
 	else \
 		echo "Chromium is missing: install it (Debian: apt-get install chromium) or set CHROMIUM=/path" >&2; \
 	fi
+
+# JupyterLab + jupyterlab-myst (requirements-lab.txt) for reading the notebooks, and for
+# tests/test_lab_browser.py; `make lab` opens working copies in lab/ (git-ignored)
+lab: lab-env
+	$(VPY) tools/lab.py open $(LAB_ARGS)
+
+lab-env: venv $(LAB_STAMP)
+
+$(LAB_STAMP): requirements-lab.txt $(STAMP)
+	$(VPY) -m pip install --quiet -r requirements-lab.txt
+	cp requirements-lab.txt $@
+
+# fresh working copies (all, or NB=01_unbiased_softmax); the old ones go to lab/.previous/
+lab-reset: lab-env
+	$(VPY) tools/lab.py reset $(NB)
 
 clean:
 	rm -rf _build

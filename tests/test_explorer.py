@@ -157,8 +157,8 @@ def test_live_controls_rerun_the_fit(monkeypatch):
     rec = Recorder()
     explore_learning_rates(rec, [0.1, 1.0], ["plain", "double"], n_epochs=3, live=True)
     assert len(rec.calls) == 4 + 2  # the sweep, then the first live draw ("all methods")
-    box = shown[-1]
-    assert isinstance(box, ipywidgets.VBox)
+    box = next(o for o in shown if isinstance(o, ipywidgets.VBox))
+    assert any("data-lm-suppress-shortcuts" in getattr(o, "data", "") or "" for o in shown)
     controls = box.children[1].children
     kinds = {type(w).__name__ for w in controls}
     assert kinds == {"Dropdown", "FloatLogSlider", "IntSlider"}
@@ -176,3 +176,49 @@ def test_live_default_off_in_build(monkeypatch):
     rec = Recorder()
     explore_learning_rates(rec, [0.1], None, n_epochs=2)
     assert len(rec.calls) == 1  # sweep only, no live re-run
+
+
+class _Status:
+    value = ""
+
+
+def test_live_refit_coalesces_a_burst_into_one_fit_for_the_last_value():
+    """Five quick changes on a running event loop: "fitting…" at once, one fit, last value."""
+    import asyncio
+
+    from xclib.explorer import LiveRefit
+
+    seen, current = [], {"rate": None}
+
+    def fit():
+        seen.append(current["rate"])
+        return f"rate {current['rate']}"
+
+    status = _Status()
+    refit = LiveRefit(fit, status, delay=0.05)
+
+    async def burst():
+        for rate in (0.1, 0.2, 0.3, 0.4, 0.5):
+            current["rate"] = rate
+            refit.request()
+            assert status.value.startswith("fitting")
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+
+    asyncio.run(burst())
+    assert seen == [0.5] and refit.n_fits == 1 and status.value == "rate 0.5"
+
+
+def test_live_refit_without_loop_fits_at_once_and_reports_errors():
+    from xclib.explorer import LiveRefit
+
+    status = _Status()
+    refit = LiveRefit(lambda: 1 / 0, status)
+    refit.request()
+    assert refit.n_fits == 1 and status.value.startswith("error: ZeroDivisionError")
+
+
+def test_js_slider_is_shielded_from_notebook_shortcuts():
+    sweep = sweep_learning_rates(gd_history, [0.1, 1.0], None, n_epochs=2)
+    html = sweep_html(sweep, 2)
+    assert html.startswith('<div class="xclib-sweep" data-lm-suppress-shortcuts="true">')

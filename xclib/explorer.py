@@ -11,7 +11,9 @@ rates. :func:`explore_learning_rates` then
    Awesome stylesheet matplotlib links from a CDN and puts text on the buttons);
 3. when run live in Jupyter (an IPython kernel, and ``XCLIB_BUILD`` unset), adds
    ``ipywidgets`` controls (method, learning rate on a log slider, epochs) that re-run
-   ``run`` and redraw the curves;
+   ``run`` and redraw the curves (:class:`LiveRefit`: changes are debounced and coalesced,
+   so a burst of slider steps costs one fit, for the last value, and a status line says
+   "fitting…" while it runs);
 4. returns the sweep ``{method: {rate: history}}`` so the notebook can record numbers.
 
 A run *diverged* when its history stops before ``n_epochs``, holds a non-finite value, says
@@ -34,6 +36,7 @@ __all__ = [
     "sweep_html",
     "offline_jshtml",
     "is_diverged",
+    "LiveRefit",
 ]
 
 #: Text for the buttons of matplotlib's JS animation (Font Awesome icon → offline text).
@@ -222,13 +225,18 @@ def sweep_animation(sweep, n_epochs, metric="train_loss", reference=None, ylabel
 
 def offline_jshtml(html):
     """``to_jshtml`` output that loads nothing from the internet: the Font Awesome
-    ``<link>`` goes, and the buttons show text instead of its icons."""
+    ``<link>`` goes, and the buttons show text instead of its icons. The result is wrapped in
+    a ``<div data-lm-suppress-shortcuts>`` so that, run live in JupyterLab or Notebook 7, the
+    arrow keys step the slider instead of moving between the notebook's cells."""
     html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
 
     def button(m):
         return _BUTTON_TEXT.get(m.group(1).replace("fa ", "", 1).strip(), "&middot;")
 
     html = re.sub(r'<i class="(fa [^"]*)"></i>', button, html)
+    # Inside JupyterLab and Notebook 7 the arrow keys on the slider would move between the
+    # notebook's cells: Lumino skips its shortcuts for keys pressed within this attribute.
+    html = f'<div class="xclib-sweep" data-lm-suppress-shortcuts="true">{html}</div>'
     if re.search(r"""(href|src)\s*=\s*["']?\s*(https?:)?//|url\(\s*["']?(https?:)?//""", html):
         raise RuntimeError("the animation HTML still references an external resource")
     return html
@@ -256,11 +264,93 @@ def _in_kernel():
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
-def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, title, logy, ylim):
-    """ipywidgets: method, learning rate (log slider), epochs → re-run ``run`` and redraw."""
+class LiveRefit:
+    """Debounced, coalescing re-fit for the live controls: one fit for the last value.
+
+    Every control change calls :meth:`request`, which only restarts a short timer on the
+    kernel's event loop. The fit runs when no change came for ``delay`` seconds, with the
+    controls' values *at that moment*. While a fit runs the kernel processes no messages;
+    the changes that arrive meanwhile are handled after it, each restarting the timer, so a
+    burst of slider steps during a fit costs one more fit (for the final value), never a queue
+    of stale ones. ``status`` shows "fitting…" from the request until the fit is drawn.
+
+    Parameters
+    ----------
+    fit : callable ``fit() -> str``
+        Reads the controls, fits, draws; returns the text of the status line.
+    status : object with a ``value`` attribute (an ``ipywidgets.Label``)
+    delay : float
+        Seconds without a change before the fit starts.
+    """
+
+    def __init__(self, fit, status, delay=0.2):
+        self.fit, self.status, self.delay = fit, status, float(delay)
+        self.n_fits = 0
+        self._timer = None
+
+    def request(self, _change=None):
+        """A control changed: show "fitting…", (re)start the timer; fit now if no loop runs."""
+        import asyncio
+
+        self.status.value = "fitting\u2026"
+        if self._timer is not None:
+            self._timer.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (called from plain Python): fit at once
+            self._timer = None
+            self.run()
+            return
+        self._timer = loop.call_later(self.delay, self.run)
+
+    def run(self):
+        """Fit once with the current values; errors go to the status line, not the log."""
+        self._timer = None
+        self.n_fits += 1
+        try:
+            self.status.value = self.fit()
+        except Exception as exc:  # noqa: BLE001 - a callback: the reader must see it
+            self.status.value = f"error: {type(exc).__name__}: {exc}"
+
+
+def _png(curves, rate, epochs, metric, reference, ylabel, title, logy, ylim):
+    """One frame as PNG bytes (a bare ``Figure``: no pyplot state, nothing shown)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=80, layout="constrained")
+    _draw(fig.subplots(), curves, rate, epochs, metric, reference, ylabel, title, logy, ylim)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+#: Notebook 7 handles keys before the page does (JupyterLab after): without this attribute on
+#: the controls, its shortcuts take the slider's arrow keys. Widgets cannot set attributes, so
+#: a script marks the box once the widget manager has drawn it.
+_SUPPRESS_SHORTCUTS = """
+(function () {
+  var tries = 0;
+  var timer = setInterval(function () {
+    var boxes = document.querySelectorAll('.xclib-live-box:not([data-lm-suppress-shortcuts])');
+    boxes.forEach(function (b) { b.setAttribute('data-lm-suppress-shortcuts', 'true'); });
+    if (++tries > 300) { clearInterval(timer); }
+  }, 100);
+})();
+"""
+
+
+def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, title, logy, ylim,
+                   delay=0.2):
+    """ipywidgets: method, learning rate (log slider), epochs → re-run ``run`` and redraw.
+
+    Returns the :class:`LiveRefit` driving them (after its first, synchronous, fit).
+    """
+    import time
+
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
+    from IPython.display import Javascript, display
 
     names = list(methods)
     options = names + (["all methods"] if len(names) > 1 else [])
@@ -274,27 +364,33 @@ def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, tit
                                     continuous_update=False, readout_format=".3g")
     epochs_w = widgets.IntSlider(value=n_epochs, min=1, max=max(2 * n_epochs, 2),
                                  description="epochs", continuous_update=False)
-    out = widgets.Output()
+    status = widgets.Label(value="fitting\u2026")
+    image = widgets.Image(format="png")
+    for w in (method_w, rate_w, epochs_w, status, image):
+        w.add_class("xclib-live")
 
-    def redraw(_=None):
+    def fit():
         chosen = names if method_w.value == "all methods" else [method_w.value]
         rate, epochs = float(rate_w.value), int(epochs_w.value)
+        t0 = time.perf_counter()
         sweep = sweep_learning_rates(run, [rate], chosen, epochs, metric)
+        seconds = time.perf_counter() - t0
+        lim = _limits(sweep, metric, reference, logy)
+        lim = (min(lim[0], ylim[0]), max(lim[1], ylim[1]))
         curves = [(m, sweep[m][rate]) for m in sweep]
-        with out:
-            out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-            lim = _limits(sweep, metric, reference, logy)
-            lim = (min(lim[0], ylim[0]), max(lim[1], ylim[1]))
-            _draw(ax, curves, rate, epochs, metric, reference, ylabel, title, logy, lim)
-            plt.show()
-            plt.close(fig)
+        image.value = _png(curves, rate, epochs, metric, reference, ylabel, title, logy, lim)
+        return f"rate {rate:.3g}, {epochs} epochs: fitted in {seconds:.2f} s"
 
+    refit = LiveRefit(fit, status, delay)
     for w in (method_w, rate_w, epochs_w):
-        w.observe(redraw, names="value")
-    display(widgets.VBox([widgets.HTML("<b>Live:</b> re-runs the fit (needs a kernel)"),
-                          widgets.HBox([method_w, rate_w, epochs_w]), out]))
-    redraw()
+        w.observe(refit.request, names="value")
+    box = widgets.VBox([widgets.HTML("<b>Live:</b> re-runs the fit (needs a kernel)"),
+                        widgets.HBox([method_w, rate_w, epochs_w]), status, image])
+    box.add_class("xclib-live-box")
+    display(box)
+    display(Javascript(_SUPPRESS_SHORTCUTS))
+    refit.run()
+    return refit
 
 
 def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss",
