@@ -1,0 +1,213 @@
+"""The SQB iteration: the factored system ``(Σ_S + αI) ξ = μ_T + αθ``, its inexact solvers and
+the batch schedule (Sections 4.1 and 4.2 of Aravkin et al.).
+
+:func:`sigma_matvec` applies ``Σ_S + αI`` without forming Σ (a sum of rank-one terms, or of
+Kronecker products ``M_b ⊗ x_b x_bᵀ`` in the multinomial case); :func:`lsqr_sigma` (the
+paper's) and :func:`cg_sigma` run a fixed number of iterations from zero;
+:func:`sqb_iterations` is the whole step of eq. (5) for a run of iterations, one numba call;
+:func:`batch_schedule` gives the growing batch sizes. The ridge here is the book's ``alpha``,
+the paper's η (eq. 4 is a mean, so the two are the same number).
+"""
+from __future__ import annotations
+
+import math
+from enum import IntEnum
+
+import numpy as np
+from numba import njit
+
+from .._numba import sparse_row_axpy, sparse_row_dot
+from .statistics import (
+    batch_curvature,
+    batch_curvature_multinomial,
+    batch_mu,
+    batch_mu_multinomial,
+)
+
+__all__ = ["Solver", "sigma_matvec", "cg_sigma", "lsqr_sigma", "sqb_iterations",
+           "batch_schedule"]
+
+
+class Solver(IntEnum):
+    """Inner solver of the SQB system (the ``solver`` parameter of :class:`~xclib.sqb.SQB`)."""
+
+    LSQR = 0  #: Paige & Saunders' LSQR, the paper's choice
+    CG = 1    #: conjugate gradients: every inner iteration lowers the quadratic model
+
+
+@njit(cache=True, nogil=True)
+def sigma_matvec(indptr, indices, data, batch, M, alpha, v, out):
+    """``out = (Σ_S + αI) v`` with ``Σ_S = Σ_{b} M_b ⊗ x_{j_b} x_{j_b}ᵀ``, never formed (Sec. 4.1).
+
+    ``v`` and ``out`` are K·D vectors (a K × D matrix V, row-major) and ``M`` is (|S|, K, K):
+    ``out = Σ_b M_b (V x_b) x_bᵀ + αV`` in O(K·nnz(X_S) + K²|S| + K·D). Binary logistic
+    regression is K = 1 with ``M_b = c(θᵀx_b)/|S|`` (so ``Σ_S = S̃S̃ᵀ``, ``S̃ = [√M_b x_b]``);
+    the multinomial model has ``M_b`` from :func:`~xclib.sqb.bound.softmax_bound_row`.
+    """
+    K = M.shape[1]
+    D = v.shape[0] // K
+    for i in range(v.shape[0]):
+        out[i] = alpha * v[i]
+    s = np.empty(K)
+    for b in range(batch.shape[0]):
+        j = batch[b]
+        idx = indices[indptr[j]:indptr[j + 1]]
+        val = data[indptr[j]:indptr[j + 1]]
+        for k in range(K):
+            s[k] = sparse_row_dot(idx, val, v[k * D:(k + 1) * D])
+        for k in range(K):
+            t = 0.0
+            for kk in range(K):
+                t += M[b, k, kk] * s[kk]
+            if t != 0.0:
+                sparse_row_axpy(t, idx, val, out[k * D:(k + 1) * D])
+
+
+@njit(cache=True, nogil=True)
+def cg_sigma(indptr, indices, data, batch, M, alpha, rhs, n_inner, x):
+    """``n_inner`` conjugate-gradient iterations on ``(Σ_S + αI) x = rhs`` from ``x = 0``.
+
+    Each iterate minimises the quadratic model ``½xᵀAx − rhsᵀx`` over a growing Krylov space,
+    so the model decreases at every iteration (what makes the full-batch method monotone).
+    """
+    d = rhs.shape[0]
+    x[:] = 0.0
+    r = rhs.copy()
+    p = rhs.copy()
+    ap = np.empty(d)
+    rs = np.dot(r, r)
+    for _ in range(n_inner):
+        if rs <= 1e-300:
+            break
+        sigma_matvec(indptr, indices, data, batch, M, alpha, p, ap)
+        pap = np.dot(p, ap)
+        if not pap > 0.0:
+            break
+        a = rs / pap
+        for i in range(d):
+            x[i] += a * p[i]
+            r[i] -= a * ap[i]
+        rs_new = np.dot(r, r)
+        beta = rs_new / rs
+        for i in range(d):
+            p[i] = r[i] + beta * p[i]
+        rs = rs_new
+
+
+@njit(cache=True, nogil=True)
+def lsqr_sigma(indptr, indices, data, batch, M, alpha, rhs, n_inner, x):
+    """``n_inner`` LSQR iterations (Paige & Saunders 1982) on ``(Σ_S + αI) x = rhs`` from 0.
+
+    The operator is symmetric, so ``Aᵀu = Au``; this matches
+    ``scipy.sparse.linalg.lsqr(A, rhs, iter_lim=n_inner, atol=0, btol=0)`` (tested).
+    ``gk_a``, ``gk_b`` are the Golub–Kahan scalars (LSQR's α and β).
+    """
+    d = rhs.shape[0]
+    x[:] = 0.0
+    u = rhs.copy()
+    gk_b = math.sqrt(np.dot(u, u))
+    if gk_b == 0.0:
+        return
+    u /= gk_b
+    v = np.empty(d)
+    sigma_matvec(indptr, indices, data, batch, M, alpha, u, v)
+    gk_a = math.sqrt(np.dot(v, v))
+    if gk_a == 0.0:
+        return
+    v /= gk_a
+    wv = v.copy()
+    phibar = gk_b
+    rhobar = gk_a
+    tmp = np.empty(d)
+    for _ in range(n_inner):
+        sigma_matvec(indptr, indices, data, batch, M, alpha, v, tmp)
+        for i in range(d):
+            u[i] = tmp[i] - gk_a * u[i]
+        gk_b = math.sqrt(np.dot(u, u))
+        if gk_b > 0.0:
+            u /= gk_b
+            sigma_matvec(indptr, indices, data, batch, M, alpha, u, tmp)
+            for i in range(d):
+                v[i] = tmp[i] - gk_b * v[i]
+            gk_a = math.sqrt(np.dot(v, v))
+            if gk_a > 0.0:
+                v /= gk_a
+        rho = math.sqrt(rhobar * rhobar + gk_b * gk_b)
+        c = rhobar / rho
+        s = gk_b / rho
+        theta_ = s * gk_a
+        rhobar = -c * gk_a
+        phi = c * phibar
+        phibar = s * phibar
+        for i in range(d):
+            x[i] += (phi / rho) * wv[i]
+            wv[i] = v[i] - (theta_ / rho) * wv[i]
+        if gk_b == 0.0 or gk_a == 0.0:
+            break
+
+
+@njit(cache=True, nogil=True)
+def _batch(stream, pos, size, full):
+    """Rows of the next batch: all rows when ``size ≥ N``, else ``size`` entries of the stream."""
+    if size >= full.shape[0]:
+        return full, pos
+    return stream[pos:pos + size], pos + size
+
+
+@njit(cache=True, nogil=True)
+def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inner, solver,
+                   b_mu, b_sigma, stream_mu, stream_sigma, n_classes=1):
+    """Run ``len(b_mu)`` SQB iterations ``θ ← θ − a (Σ_S + αI)⁻¹ (μ_T + αθ)`` (eq. 5) in place.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of X (N rows) ; y : (N,) float64 labels
+        (0/1 for the binary model, class codes for the multinomial one).
+    theta : (n_classes·D,) float64, updated in place.
+    alpha : float, the ridge (the paper's η). learning_rate : float, the step (the paper's α).
+    n_inner : int, inner iterations l. solver : int, a :class:`Solver` code.
+    b_mu, b_sigma : (m,) int64, batch sizes of the m iterations (≥ N means all rows).
+    stream_mu, stream_sigma : int64 row indices the batches are read from, in order; the two
+        streams are independent (Theorem 1 needs T and S independent).
+    n_classes : 1 for binary logistic regression (θ of length D); K ≥ 2 for the multinomial
+        model (θ = W, K × D row-major).
+
+    Cost per iteration O(K·nnz(X_T) + n_inner·(K·nnz(X_S) + K²|S|) + K·D): Σ is never formed.
+    """
+    n = indptr.shape[0] - 1
+    K = n_classes
+    d = theta.shape[0]
+    full = np.arange(n)
+    mu = np.empty(d)
+    rhs = np.empty(d)
+    xi = np.empty(d)
+    M = np.zeros((min(n, b_sigma.max()) if b_sigma.shape[0] else 0, K, K))
+    pt = 0
+    ps = 0
+    for k in range(b_mu.shape[0]):
+        tb, pt = _batch(stream_mu, pt, b_mu[k], full)
+        sb, ps = _batch(stream_sigma, ps, b_sigma[k], full)
+        Ms = M[:sb.shape[0]]
+        if K == 1:
+            batch_mu(indptr, indices, data, y, theta, tb, mu)
+            batch_curvature(indptr, indices, data, theta, sb, Ms[:, 0, 0])
+        else:
+            batch_mu_multinomial(indptr, indices, data, y, theta, K, tb, mu)
+            batch_curvature_multinomial(indptr, indices, data, theta, K, sb, Ms)
+        for i in range(d):
+            rhs[i] = mu[i] + alpha * theta[i]
+        if solver == Solver.LSQR:
+            lsqr_sigma(indptr, indices, data, sb, Ms, alpha, rhs, n_inner, xi)
+        else:
+            cg_sigma(indptr, indices, data, sb, Ms, alpha, rhs, n_inner, xi)
+        for i in range(d):
+            theta[i] -= learning_rate * xi[i]
+
+
+def batch_schedule(k, b1, cap, gamma):
+    """Batch size of iteration ``k`` (1-based): ``min(cap, b1 + round((k − 1)γ))`` (Sec. 4.2).
+
+    Rounds half up (not NumPy's half-to-even). ``k`` may be an array.
+    """
+    k = np.asarray(k, dtype=np.float64)
+    return np.minimum(cap, b1 + np.floor((k - 1.0) * gamma + 0.5)).astype(np.int64)
