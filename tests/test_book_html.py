@@ -31,6 +31,52 @@ PAGES = toc_entries()
 NOTEBOOK_PAGES = [e for e in PAGES if e.startswith("notebooks/")]
 
 
+# --------------------------------------------------------------------------- page content
+BARE_NUMBER = re.compile(r"^\s*(np\.(float|int|bool)\w*\()?\(?[-+]?(\d[\d_]*\.?\d*|\.\d+)"
+                         r"([eE][-+]?\d+)?\)?\s*$|^\s*(True|False|None)\s*$")
+
+
+def _page(html_dir, entry):
+    from bs4 import BeautifulSoup
+
+    path = html_dir / f"{entry}.html"
+    assert path.exists(), f"{path.relative_to(html_dir)} missing from the build"
+    return BeautifulSoup(path.read_text(errors="replace"), "html.parser")
+
+
+def _words(text):
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("entry", NOTEBOOK_PAGES)
+def test_claim_tables_are_complete(html_dir, entry):
+    """The reproduction check shows every claim in full (no truncated cells), with a status."""
+    results = BUILD / "results" / f"{Path(entry).name}.json"
+    if not results.exists():
+        pytest.skip(f"no results for {entry}")
+    claims = json.loads(results.read_text()).get("claims", [])
+    tables = _page(html_dir, entry).select("table.reproduction-check")
+    assert tables, f"{entry}: no reproduction-check table on the page"
+    shown = _words(" ".join(t.get_text(" ") for t in tables))
+    missing = [c["claim"] for c in claims if _words(c["claim"]) not in shown]
+    assert not missing, f"{entry}: claims not shown in full: {missing}"
+    statuses = [c["status"] for c in claims if c["status"] not in shown]
+    assert not statuses, f"{entry}: statuses missing from the table: {statuses}"
+
+
+@pytest.mark.parametrize("entry", NOTEBOOK_PAGES)
+def test_no_bare_numbers_under_code_cells(html_dir, entry):
+    """A code cell's output is a figure, a table or prose: never a stray value like ``1.0``."""
+    soup = _page(html_dir, entry)
+    stray = []
+    for out in soup.select("div.cell_output"):
+        for pre in out.select("pre"):
+            text = pre.get_text()
+            if BARE_NUMBER.match(text):
+                stray.append(text.strip()[:60])
+    assert not stray, f"{entry}: bare values printed under code cells: {stray}"
+
+
 # --------------------------------------------------------------------------- build log
 def test_build_has_no_unexpected_warnings(html_dir):
     path = BUILD / "sphinx-warnings.txt"

@@ -262,7 +262,7 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
             if Xe.shape[0] != ye.shape[0]:
                 raise ValueError(f"eval_set has {Xe.shape[0]} rows but {ye.shape[0]} labels")
         n_rounds = self._n_rounds()
-        rng = as_generator(self.random_state)
+        rng = as_generator(getattr(self, "random_state", None))  # deterministic: none
         state = self._init_state(X, y_enc, rng)
         self.history_ = {k: [] for k in HISTORY_KEYS}
         self.diverged_ = False

@@ -4,26 +4,54 @@ Every notebook does the same three things with it::
 
     from xclib.report import Report
     report = Report(results_path)                 # the papermill parameter
-    report.record("bibtex_optimum_loss", value)   # JSON entry + glue for the prose ({glue:}`…`)
-    report.claim("Implicit SGD beats U-max on Bibtex", ours=a, paper=b, holds=a < c)
+    report.record("bibtex_loss_implicit", value)  # JSON entry + glue for the prose ({glue:}`…`)
+    report.claim("Implicit SGD beats U-max on Bibtex", paper="yes",
+                 ours=["bibtex_loss_implicit", "bibtex_loss_umax"],
+                 holds=a < b, status="reproduced")
     report.save(); report.check()                 # writes the JSON, shows the table, asserts
 
-The tests (``tests/test_notebooks.py``) compare the JSON with ``tests/references/<name>.json``.
+A claim carries one of three statuses:
+
+``reproduced``
+    asserted: :meth:`check` fails if ``holds`` is not true.
+``not reproduced``
+    asserted the other way: :meth:`check` fails if ``holds`` becomes true (then the chapter's
+    evidence is out of date); ``why`` says where the evidence is (a derivation, a control run,
+    the authors' settings).
+``not testable``
+    ``why`` names the missing data or hardware. Never a matter of scale: a reason that blames
+    epochs, run length or the build's scale is refused.
+
+Per-epoch times are recorded under keys ending in ``_epoch_seconds`` (a list, or a dict of
+lists); the tests check that none starts far above its median (compilation inside the time).
+
+A claim's ``ours`` names recorded values (a key or a list of keys of :meth:`record`), so the
+number shown is the one the run measured, never a literal. The tests
+(``tests/test_notebooks.py``) compare the JSON with ``tests/references/<name>.json``.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Report", "ReproductionError"]
+__all__ = ["Report", "ReproductionError", "STATUSES"]
+
+STATUSES = ("reproduced", "not reproduced", "not testable")
+#: words that make a "not testable" reason a matter of scale, which it may never be
+_SCALE_EXCUSES = re.compile(r"\b(epochs?|too short|short runs?|ci scale|budget|scale|"
+                            r"iterations?|run length|longer run)\b", re.IGNORECASE)
+_MARK = {"reproduced": ("✓", "#1a7f37"), "not reproduced": ("✗", "#b42318"),
+         "not testable": ("–", "#6b7280"), "unclassified": ("?", "#6b7280")}
 
 
 class ReproductionError(AssertionError):
-    """A claim of the paper that the chapter asserts did not hold in this run."""
+    """A claim's measured outcome disagrees with its status."""
 
 
 def _plain(value):
@@ -44,11 +72,15 @@ def _plain(value):
     return value
 
 
-def _verdict(claim):
-    if claim["tested"]:
-        return "holds" if claim["holds"] else "FAILS"
-    # shown, never asserted: our data or scale cannot test it, or it does not reproduce here
-    return "not asserted (holds here)" if claim["holds"] else "not asserted (does not hold here)"
+def _short(value):
+    """A compact text for a table cell (floats to 4 significant digits)."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_short(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_short(v) for v in value)
+    return "" if value is None else str(value)
 
 
 class Report:
@@ -82,18 +114,50 @@ class Report:
                 pass
         return value
 
-    def claim(self, text, holds, ours=None, paper=None, tested=True):
-        """A claim of the paper with our number beside the paper's.
+    def claim(self, text, holds=None, ours=None, paper=None, tested=None, *, status=None,
+              why=None):
+        """A claim of the paper, the paper's number and ours (recorded keys), and its status.
 
-        ``tested=False`` marks a claim that is shown but never asserted: one our data or scale
-        cannot test, or one that does not reproduce here (``holds=False``: the chapter says
-        why). The table's verdict then says whether it held in this run.
+        Parameters
+        ----------
+        text : str, the claim in full.
+        status : one of :data:`STATUSES`.
+        holds : bool, whether the claim held in this run (required unless not testable).
+        ours : str or list of str, keys of :meth:`record` whose values are shown (required
+            unless not testable).
+        paper : what the paper reports (a number or a short text).
+        why : the evidence for ``not reproduced``; the missing data or hardware for
+            ``not testable``.
+
+        Without ``status`` the claim is recorded in the form of earlier versions (``tested``,
+        ``ours`` a literal), which the tests no longer accept from a chapter.
         """
-        self.claims.append(
-            {"claim": text, "ours": _plain(ours), "paper": _plain(paper),
-             "holds": bool(holds), "tested": bool(tested)}
-        )
-        return bool(holds)
+        if status is None:
+            self.claims.append({"claim": text, "status": "unclassified", "holds": bool(holds),
+                                "tested": True if tested is None else bool(tested),
+                                "ours": _plain(ours), "paper": _plain(paper), "why": why})
+            return bool(holds)
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        keys = [ours] if isinstance(ours, str) else list(ours or [])
+        missing = [k for k in keys if k not in self.values]
+        if missing:
+            raise ValueError(f"claim {text!r}: ours names values never recorded: {missing}")
+        if status != "not testable":
+            if holds is None or not keys:
+                raise ValueError(f"claim {text!r}: a {status} claim needs holds= and ours= "
+                                 "(recorded keys): a claim with nothing measured is no claim")
+        if status != "reproduced" and not why:
+            raise ValueError(f"claim {text!r}: a {status} claim needs why=")
+        if status == "not testable" and _SCALE_EXCUSES.search(why):
+            raise ValueError(f"claim {text!r}: not testable only for missing data or hardware, "
+                             f"never for scale: {why!r}")
+        self.claims.append({
+            "claim": text, "status": status,
+            "holds": None if holds is None else bool(holds),
+            "ours": {k: self.values[k] for k in keys}, "paper": _plain(paper), "why": why,
+        })
+        return holds
 
     def save(self):
         """Write ``{"values": …, "claims": …}`` to ``results_path`` (creating folders)."""
@@ -106,24 +170,54 @@ class Report:
         return self.results_path
 
     def table(self):
-        """The reproduction-check table as a pandas DataFrame (claim, paper, ours, verdict)."""
+        """The reproduction check as a pandas DataFrame (claim, paper, ours, status, why)."""
         import pandas as pd
 
-        rows = [
-            {"claim": c["claim"], "paper": c["paper"], "ours": c["ours"],
-             "verdict": _verdict(c)}
-            for c in self.claims
-        ]
-        return pd.DataFrame(rows, columns=["claim", "paper", "ours", "verdict"])
+        rows = [{"claim": c["claim"], "paper": _short(c["paper"]), "ours": _short(c["ours"]),
+                 "status": c["status"], "why": c["why"] or ""} for c in self.claims]
+        return pd.DataFrame(rows, columns=["claim", "paper", "ours", "status", "why"])
+
+    def html(self):
+        """The table as HTML: full text of every claim, statuses marked and coloured."""
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "status"))
+        body = []
+        for c in self.claims:
+            mark, colour = _MARK[c["status"]]
+            why = f"<br><small>{html.escape(c['why'])}</small>" if c["why"] else ""
+            body.append(
+                f"<tr><td>{html.escape(c['claim'])}</td>"
+                f"<td>{html.escape(_short(c['paper']))}</td>"
+                f"<td>{html.escape(_short(c['ours']))}</td>"
+                f'<td style="color:{colour};font-weight:600">{mark} {c["status"]}{why}</td></tr>'
+            )
+        return ('<table class="reproduction-check" style="text-align:left">'
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+    def counts(self):
+        """Number of claims per status."""
+        return {s: sum(c["status"] == s for c in self.claims) for s in STATUSES}
 
     def check(self):
-        """Display the table and raise :class:`ReproductionError` if a tested claim failed."""
+        """Display the table; raise :class:`ReproductionError` where outcome and status differ."""
         try:
-            from IPython.display import display
+            from IPython.display import HTML, display
 
-            display(self.table())
+            display(HTML(self.html()))
         except ImportError:  # pragma: no cover
             print(self.table().to_string())
-        failed = [c["claim"] for c in self.claims if c["tested"] and not c["holds"]]
-        if failed:
-            raise ReproductionError("claims that did not hold: " + "; ".join(failed))
+        wrong = [f"{c['claim']} (status {c['status']}, held: {c['holds']})"
+                 for c in self.claims if _disagrees(c)]
+        if wrong:
+            raise ReproductionError("claims whose outcome disagrees with their status: "
+                                    + "; ".join(wrong))
+
+
+def _disagrees(claim):
+    """True when a run contradicts the claim's status."""
+    if claim["status"] == "unclassified":
+        return claim["tested"] and not claim["holds"]
+    if claim["status"] == "reproduced":
+        return claim["holds"] is not True
+    if claim["status"] == "not reproduced":
+        return claim["holds"] is not False
+    return False
