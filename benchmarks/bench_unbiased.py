@@ -4,7 +4,8 @@
 
 1. Implicit SGD (the default safeguarded Halley/Newton solver, and the paper's plain bisection)
    against vanilla SGD and U-max on sparse data (goal: Implicit ≥ 0.8× vanilla, Proposition 4),
-   for nnz/row = 10 and 200; with evaluations of (16) per step.
+   for nnz/row = 10 and 200; with evaluations of (16) per step; and each kernel with a ridge
+   (alpha = 1e-4, per-row scales) against without (goal ≈ 1: the ridge keeps a step O(nnz)).
 2. The same kernels at K = 10^2 and K = 10^5 with the same nnz (goal: ≥ 0.7×, the O(D) claim).
 3. xclib's Implicit SGD against a straightforward per-step NumPy/SciPy implementation of the same
    update (dense rows of W, scipy.special.lambertw, scipy.optimize.bisect or brentq on the same
@@ -37,17 +38,19 @@ def make(n, d, K, nnz, seed=0):
     return X, y, rows, ks, sq
 
 
-def kernels(X, y, rows, ks, sq, K):
+def kernels(X, y, rows, ks, sq, K, alpha=0.0):
+    """The epoch kernels at the paper's setting (alpha = 0), or with a ridge (per-row scales)."""
     beta = np.ones(K)
+    csr = (X.indptr, X.indices, X.data)
     return {
-        "vanilla": lambda W, u: unbiased.sgd_epoch(X.indptr, X.indices, X.data, y, W, u, rows, ks,
-                                                   1e-3, False, np.inf, 0.0, beta, np.inf, np.inf),
-        "umax": lambda W, u: unbiased.sgd_epoch(X.indptr, X.indices, X.data, y, W, u, rows, ks,
-                                                1e-1, False, 1.0, 0.0, beta, np.inf, np.inf),
+        "vanilla": lambda W, u: unbiased.sgd_epoch(*csr, sq, y, W, u, rows, ks, 1e-3, False,
+                                                   np.inf, alpha, beta, np.inf, np.inf),
+        "umax": lambda W, u: unbiased.sgd_epoch(*csr, sq, y, W, u, rows, ks, 1e-1, False, 1.0,
+                                                alpha, beta, np.inf, np.inf),
         "implicit_bisection": lambda W, u: unbiased.implicit_epoch(
-            X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, 1.0, 1e-10, False),
+            *csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, False),
         "implicit_newton": lambda W, u: unbiased.implicit_epoch(
-            X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, 1.0, 1e-10, True),
+            *csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, True),
     }
 
 
@@ -99,8 +102,9 @@ def main():
 
     # warm up (numba compilation)
     X, y, rows, ks, sq = make(200, 50, 10, 5)
-    for fn in kernels(X, y, rows, ks, sq, 10).values():
-        fn(np.zeros((10, 50)), np.full(200, math.log(10)))
+    for alpha in (0.0, 1e-4):
+        for fn in kernels(X, y, rows, ks, sq, 10, alpha).values():
+            fn(np.zeros((10, 50)), np.full(200, math.log(10)))
 
     print("1. steps/s by method (K = 1000, D = 1000)")
     for nnz in (10, 200):
@@ -110,11 +114,16 @@ def main():
         print(f"   nnz={nnz}: {line}")
         for name in ("implicit_newton", "implicit_bisection"):
             ev = unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, np.zeros((1000, d)),
-                                         np.full(n, math.log(1000)), rows, ks, 1.0, 1e-10,
-                                         name == "implicit_newton") / n
+                                         np.full(n, math.log(1000)), rows, ks, 1.0, 0.0,
+                                         np.ones(1000), 1e-10, name == "implicit_newton") / n
             print(f"   nnz={nnz}: {name} / vanilla = {sps[name] / sps['vanilla']:.2f}  "
                   f"{name} / umax = {sps[name] / sps['umax']:.2f}   (goal ≥ 0.8; "
                   f"{ev:.1f} evaluations of (16) per step)")
+
+        ridge = {name: steps_per_second(fn, 1000, d, n)
+                 for name, fn in kernels(X, y, rows, ks, sq, 1000, 1e-4).items()}
+        print(f"   nnz={nnz}: with alpha = 1e-4 (row scales) / alpha = 0: "
+              + ", ".join(f"{k} {ridge[k] / sps[k]:.2f}" for k in sps) + "   (goal ≈ 1: O(nnz))")
 
     print("2. steps/s at K = 1e2 vs K = 1e5 (nnz = 10, D = 100)")
     d2 = 100
@@ -140,7 +149,8 @@ def main():
         for _ in range(20):  # m steps take ~1 ms: best of 20
             W2 = np.full((1000, d), 0.0); u2 = np.full(m, math.log(1000))
             t = time.perf_counter()
-            unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, W2, u2, rows, ks, 1.0, 1e-10, newton)
+            unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, W2, u2, rows, ks, 1.0,
+                                    0.0, np.ones(1000), 1e-10, newton)
             best = min(best, time.perf_counter() - t)
         t_nb[name] = best
         print(f"   max |W_numpy(bisect) - W_xclib({name})| = {np.max(np.abs(W_np['bisect'] - W2)):.2e}")

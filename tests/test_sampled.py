@@ -1,15 +1,19 @@
 """Tests of xclib.sampled: the OVE / NCE / IS surrogates and their minibatch SGD kernel."""
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from xclib.base import DivergenceWarning
 from xclib.sampled import (
-    IS_LOSS, NCE_LOSS, OVE_LOSS, NCE, OVE, ImportanceSampling, sampled_coefficients,
-    sampled_epoch,
+    NCE, OVE, ImportanceSampling, Surrogate, sampled_coefficients, sampled_epoch,
 )
 
-KINDS = [OVE_LOSS, NCE_LOSS, IS_LOSS]
+KINDS = list(Surrogate)
+OVE_LOSS, NCE_LOSS, IS_LOSS = Surrogate.OVE, Surrogate.NCE, Surrogate.IS
+ESTIMATORS = [OVE, NCE, ImportanceSampling]
 
 
 def _loss_np(kind, y, s_y, s, classes, K):
@@ -54,29 +58,40 @@ def test_coefficients_do_not_overflow(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_epoch_matches_numpy_transcription(kind):
+@pytest.mark.parametrize("lr,alpha,bs,intercept", [
+    (0.7, 0.0, 5, False), (0.7, 0.3, 5, True), (5.0, 2.0, 2, True),  # the last refolds s < 1e-6
+])
+def test_epoch_matches_numpy_transcription(kind, lr, alpha, bs, intercept):
+    """Each step: W ← (W − η·mean gradient)/(1 + η·alpha), b ← b − η·mean gradient (no ridge)."""
     rng = np.random.default_rng(0)
-    N, D, K, m, bs = 23, 7, 6, 3, 5
+    N, D, K, m = 23, 7, 6, 3
     X = sp.random(N, D, density=0.5, random_state=1, format="csr")
     y = rng.integers(0, K, N)
     order = rng.integers(0, N, N)
     classes = rng.integers(0, K, ((N + bs - 1) // bs, m))
     W = rng.normal(size=(K, D)) * 0.3
-    W_ref = W.copy()
-    sampled_epoch(kind, X.indptr, X.indices, X.data, y, W, order, classes, 0.7, bs)
+    b = rng.normal(size=K) * 0.3
+    W_ref, b_ref = W.copy(), b.copy()
+    sampled_epoch(int(kind), X.indptr, X.indices, X.data, y, W, b, order, classes, lr, alpha,
+                  bs, intercept)
     Xd = X.toarray()
     for t in range(classes.shape[0]):
         rows = order[t * bs:(t + 1) * bs]
-        G = np.zeros_like(W_ref)
+        G, g = np.zeros_like(W_ref), np.zeros(K)
         for i in rows:
             out = np.empty(m + 1)
-            sc = W_ref @ Xd[i]
+            sc = W_ref @ Xd[i] + b_ref
             sampled_coefficients(kind, y[i], sc[y[i]], sc[classes[t]], classes[t], K, out)
             G[y[i]] += out[0] * Xd[i]
+            g[y[i]] += out[0]
             for j in range(m):
                 G[classes[t, j]] += out[1 + j] * Xd[i]
-        W_ref -= 0.7 * G / len(rows)
-    np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=1e-12)
+                g[classes[t, j]] += out[1 + j]
+        W_ref = (W_ref - lr * G / len(rows)) / (1 + lr * alpha)
+        if intercept:
+            b_ref = b_ref - lr * g / len(rows)
+    np.testing.assert_allclose(W, W_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b, b_ref, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("Est", [OVE, NCE, ImportanceSampling])
@@ -110,14 +125,50 @@ def test_intercept_is_fitted():
     assert np.any(est.intercept_ != 0)
 
 
-@pytest.mark.parametrize("bad", [dict(learning_rate=-1.0), dict(shuffle="sometimes"),
-                                 dict(decay=0.0), dict(batch_size=0)])
-def test_bad_parameters_raise(bad):
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_ridge_shrinks_towards_its_fixed_point(Est):
+    """A larger alpha gives smaller weights (the kernel's exactness is tested above)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 5)); y = rng.integers(0, 3, 300)
+    X[np.arange(300), y] += 2.0
+    norms = [np.linalg.norm(Est(alpha=a, n_epochs=5, random_state=0).fit(X, y).coef_)
+             for a in (0.0, 0.1, 1.0)]
+    assert norms[0] > norms[1] > norms[2] > 0
+
+
+@pytest.mark.parametrize("bad,name", [
+    (dict(learning_rate=-1.0), "learning_rate"), (dict(shuffle="sometimes"), "shuffle"),
+    (dict(decay=0.0), "decay"), (dict(batch_size=0), "batch_size"),
+    (dict(n_sampled=0), "n_sampled"), (dict(alpha=-1e-3), "alpha"),
+    (dict(n_epochs=2.5), "n_epochs"), (dict(fit_intercept="yes"), "fit_intercept"),
+])
+def test_bad_parameters_raise_naming_them(bad, name):
     X = np.eye(4); y = np.array([0, 1, 0, 1])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=name):
         OVE(**bad).fit(X, y)
 
 
-@parametrize_with_checks([OVE(n_epochs=3), NCE(n_epochs=3), ImportanceSampling(n_epochs=3)])
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_huge_learning_rate_is_reported_as_divergence(Est):
+    """Issue 16: at learning_rate=1e12 the loss reaches ~1e11; that is a DivergenceWarning now."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 6)); y = rng.integers(0, 4, 400)
+    X[np.arange(400), y] += 1.0
+    with pytest.warns(DivergenceWarning):
+        m = Est(learning_rate=1e12, alpha=0.0, n_epochs=5, random_state=0).fit(X, y)
+    assert m.diverged_ and m.n_epochs_ < 5
+    assert np.all(np.isfinite(m.coef_))
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_fitted_model_pickles_without_data_or_state(Est):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 20)); y = rng.integers(0, 5, 2000)
+    m = Est(n_epochs=2, random_state=0).fit(X, y)
+    assert not hasattr(m, "_state")
+    assert len(pickle.dumps(m)) < 4 * m.coef_.nbytes + 20_000 < X.nbytes
+
+
+@parametrize_with_checks([OVE(), NCE(), ImportanceSampling()])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

@@ -1,5 +1,6 @@
 """Tests of xclib.unbiased: double sums, vanilla SGD / U-max kernels, the Implicit SGD step."""
 import math
+import pickle
 import warnings
 
 import numpy as np
@@ -29,33 +30,34 @@ def _problem(seed=0, N=6, D=4, K=5, scale=1.0):
 @pytest.mark.parametrize("formulation", ["proposed", "raman"])
 def test_double_sum_at_optimal_u_is_log_loss_plus_one(formulation):
     X, y, W, _ = _problem(1)
-    mu = 0.3
+    alpha = 0.3
     u = optimal_u(W, X, y, formulation)
-    f = double_sum_objective(u, W, X, y, formulation, mu)
-    assert f == pytest.approx(softmax_log_loss(W, X, y) + 0.5 * mu * np.sum(W * W) + 1, rel=1e-12)
+    f = double_sum_objective(u, W, X, y, formulation, alpha=alpha)
+    assert f == pytest.approx(softmax_log_loss(W, X, y) + 0.5 * alpha * np.sum(W * W) + 1,
+                              rel=1e-12)
     # and it is the minimum over u
     for eps in (1e-3, -1e-3):
-        assert double_sum_objective(u + eps, W, X, y, formulation, mu) > f
+        assert double_sum_objective(u + eps, W, X, y, formulation, alpha=alpha) > f
 
 
-def _exact_grad(u, W, X, y, formulation, mu, h=1e-6):
+def _exact_grad(u, W, X, y, formulation, alpha, h=1e-6):
     """Central finite differences of F(u, W)."""
     gu = np.zeros_like(u)
     for i in range(u.size):
         e = np.zeros_like(u); e[i] = h
-        gu[i] = (double_sum_objective(u + e, W, X, y, formulation, mu)
-                 - double_sum_objective(u - e, W, X, y, formulation, mu)) / (2 * h)
+        gu[i] = (double_sum_objective(u + e, W, X, y, formulation, alpha)
+                 - double_sum_objective(u - e, W, X, y, formulation, alpha)) / (2 * h)
     gW = np.zeros_like(W)
     for idx in np.ndindex(W.shape):
         E = np.zeros_like(W); E[idx] = h
-        gW[idx] = (double_sum_objective(u, W + E, X, y, formulation, mu)
-                   - double_sum_objective(u, W - E, X, y, formulation, mu)) / (2 * h)
+        gW[idx] = (double_sum_objective(u, W + E, X, y, formulation, alpha)
+                   - double_sum_objective(u, W - E, X, y, formulation, alpha)) / (2 * h)
     return gu, gW
 
 
 @pytest.mark.parametrize("formulation", ["proposed", "raman"])
-@pytest.mark.parametrize("mu", [0.0, 0.7])
-def test_stochastic_gradients_are_unbiased(formulation, mu):
+@pytest.mark.parametrize("alpha", [0.0, 0.7])
+def test_stochastic_gradients_are_unbiased(formulation, alpha):
     """Σ over all (i, k ≠ y_i) with probability 1/(N(K−1)) of ∇f_ik = ∇F (eqs. 6-8, β_j)."""
     X, y, W, rng = _problem(2, N=7, K=4)
     N, K = len(y), W.shape[0]
@@ -69,16 +71,16 @@ def test_stochastic_gradients_are_unbiased(formulation, mu):
                 continue
             s_y, s_k = X[i] @ W[y[i]], X[i] @ W[k]
             c_k, c_y, g_u = double_sum_coefficients(formulation == "raman", s_y, s_k, u[i], K)
-            gW[k] += p * (c_k * X[i] + mu * beta[k] * W[k])
-            gW[y[i]] += p * (c_y * X[i] + mu * beta[y[i]] * W[y[i]])
+            gW[k] += p * (c_k * X[i] + alpha * beta[k] * W[k])
+            gW[y[i]] += p * (c_y * X[i] + alpha * beta[y[i]] * W[y[i]])
             gu[i] += p * g_u * N  # ∂_{u_i} F = (1/N) E_k[∂ f_ik] : f_ik touches u_i w.p. 1/N
-    gu_ex, gW_ex = _exact_grad(u, W, X, y, formulation, mu)
+    gu_ex, gW_ex = _exact_grad(u, W, X, y, formulation, alpha)
     np.testing.assert_allclose(gW, gW_ex, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(gu / N, gu_ex, rtol=1e-6, atol=1e-8)
 
 
 def test_paper_beta_is_biased_ours_is_not():
-    """The printed β_j = N/(n_j + (N − n_j)(K − 1)) does not give E[ridge] = (μ/2)‖W‖²."""
+    """The printed β_j = N/(n_j + (N − n_j)(K − 1)) does not give E[ridge] = (α/2)‖W‖²."""
     y = np.array([0, 0, 0, 1, 2, 2])
     N, K = len(y), 3
     nj = np.bincount(y, minlength=K)
@@ -112,8 +114,8 @@ def test_umax_bounds_follow_appendix_a():
     assert bw == pytest.approx(math.sqrt(2 * math.log(5) / 0.5))
     bx = np.max(np.linalg.norm(X, axis=1))
     assert bu == pytest.approx(math.log(1 + 4 * math.exp(2 * bx * bw)))
-    # Lemma 1 at our scale: the exact optimum with ridge μ (our scale) = N·μ (sum scale) is inside
-    opt = SoftmaxRegression(mu=0.5 * len(y)).fit(X, y)
+    # Lemma 1 at our scale: the exact optimum with the same alpha is inside
+    opt = SoftmaxRegression(alpha=0.5).fit(X, y)
     assert np.linalg.norm(opt.coef_) <= bw
 
 
@@ -133,8 +135,9 @@ def test_raman_umax_rule_is_ours_under_the_change_of_variables():
         assert (c_k, c_y, g_u) == pytest.approx(((K - 1) / K, -(K - 1) / K, 0.0), abs=1e-15)
 
 
-def _sgd_numpy(X, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
-    """Plain NumPy transcription of Algorithm 1 (vanilla SGD when delta = inf)."""
+def _sgd_numpy(X, y, W, u, rows, ks, lr, raman, delta, alpha, beta, b_u, b_w):
+    """Plain NumPy transcription of Algorithm 1 (vanilla SGD when delta = inf), with the ridge
+    as the proximal shrink w_j ← w_j / (1 + η α β_j) after the gradient step."""
     K = W.shape[0]
     for i, k in zip(rows, ks):
         x, yi = X[i], y[i]
@@ -147,8 +150,8 @@ def _sgd_numpy(X, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
             c_k = (K - 1) * np.exp(s_k - ui); c_y = np.exp(s_y - ui) - 1; g_u = 1 - np.exp(s_y - ui) - c_k
         else:
             c_k = (K - 1) * np.exp(s_k - s_y - ui); c_y = -c_k; g_u = 1 - np.exp(-ui) - c_k
-        wk = W[k] - lr * (c_k * x + mu * beta[k] * W[k])
-        wy = W[yi] - lr * (c_y * x + mu * beta[yi] * W[yi])
+        wk = (W[k] - lr * c_k * x) / (1 + lr * alpha * beta[k])
+        wy = (W[yi] - lr * c_y * x) / (1 + lr * alpha * beta[yi])
         W[k], W[yi] = wk, wy
         ui = ui - lr * g_u
         if not raman:
@@ -161,8 +164,10 @@ def _sgd_numpy(X, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
 
 
 @pytest.mark.parametrize("raman", [False, True])
-@pytest.mark.parametrize("delta,mu", [(np.inf, 0.0), (1.0, 0.0), (0.5, 0.2)])
-def test_sgd_epoch_matches_numpy(raman, delta, mu):
+@pytest.mark.parametrize("delta,alpha,lr", [
+    (np.inf, 0.0, 0.05), (1.0, 0.0, 0.05), (0.5, 0.2, 0.05), (1.0, 30.0, 1.0),  # last: refolds
+])
+def test_sgd_epoch_matches_numpy(raman, delta, alpha, lr):
     X, y, W, rng = _problem(5, N=12, D=5, K=4, scale=0.5)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     Xs = sp.csr_matrix(X)
@@ -170,12 +175,14 @@ def test_sgd_epoch_matches_numpy(raman, delta, mu):
     rows = rng.integers(0, len(y), 40)
     r = rng.integers(0, 3, 40); ks = r + (r >= y[rows])
     beta = class_weights(y, 4)
-    b_w, b_u = umax_bounds(X, 4, mu) if mu > 0 else (np.inf, np.inf)
-    if mu > 0:
+    b_w, b_u = umax_bounds(X, 4, alpha)
+    if 0 < alpha < 1:
         b_w = 0.8  # a binding bound, to exercise the projection
+    sq = np.sum(X * X, axis=1)
     W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
-    sgd_epoch(Xs.indptr, Xs.indices, Xs.data, y, W1, u1, rows, ks, 0.05, raman, delta, mu, beta, b_u, b_w)
-    _sgd_numpy(X, y, W2, u2, rows, ks, 0.05, raman, delta, mu, beta, b_u, b_w)
+    sgd_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, rows, ks, lr, raman, delta, alpha,
+              beta, b_u, b_w)
+    _sgd_numpy(X, y, W2, u2, rows, ks, lr, raman, delta, alpha, beta, b_u, b_w)
     assert np.all(np.isfinite(W1)) and not np.array_equal(W1, W)
     np.testing.assert_allclose(W1, W2, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(u1, u2, rtol=1e-10, atol=1e-12)
@@ -212,22 +219,43 @@ def test_implicit_step_satisfies_its_defining_equation(newton):
         assert abs(u_new - (u - lr * grad_u)) <= 1e-8 * scale
 
 
-def test_implicit_step_on_vectors_is_the_implicit_update():
-    """One step of the epoch kernel equals θ − η∇f_ik(θ⁺) computed from θ⁺ with eq. (7)."""
+@pytest.mark.parametrize("alpha", [0.0, 0.3])
+def test_implicit_step_on_vectors_is_the_implicit_update(alpha):
+    """One step of the epoch kernel equals θ − η∇f_ik(θ⁺) computed from θ⁺ with eq. (7) and the
+    ridge (α/2)(β_y‖w_y‖² + β_k‖w_k‖²) of eq. (6)."""
     X, y, W, rng = _problem(7, N=3, D=6, K=5, scale=2.0)
     Xs = sp.csr_matrix(X)
     sq = np.sum(X * X, axis=1)
+    beta = np.array([1.0, 2.5, 4.0, 0.5, 3.0])
     for lr in (1e-3, 1.0, 1e3):
         u = np.array([0.5, 3.0, 0.0])
         W1, u1 = W.copy(), u.copy()
         implicit_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, np.array([1]),
-                       np.array([(y[1] + 1) % 5]), lr, 1e-13, False)
+                       np.array([(y[1] + 1) % 5]), lr, alpha, beta, 1e-13, False)
         k, yi, x = (y[1] + 1) % 5, y[1], X[1]
         c_k, c_y, g_u = double_sum_coefficients(False, x @ W1[yi], x @ W1[k], u1[1], 5)
-        np.testing.assert_allclose(W1[k], W[k] - lr * c_k * x, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(W1[yi], W[yi] - lr * c_y * x, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(W1[k], W[k] - lr * (c_k * x + alpha * beta[k] * W1[k]),
+                                   rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(W1[yi], W[yi] - lr * (c_y * x + alpha * beta[yi] * W1[yi]),
+                                   rtol=1e-9, atol=1e-12)
         assert u1[1] == pytest.approx(u[1] - lr * g_u, rel=1e-8, abs=1e-10)
         np.testing.assert_array_equal(np.delete(W1, [k, yi], 0), np.delete(W, [k, yi], 0))
+
+
+def test_implicit_epoch_ridge_zero_is_the_plain_update():
+    """alpha = 0: the kernel with β is bit-for-bit the α = 0 update (same root of (16))."""
+    X, y = _blobs(3, N=60)
+    Xs = sp.csr_matrix(X); sq = np.sum(X * X, axis=1)
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 60, 200); r = rng.integers(0, 4, 200); ks = r + (r >= y[rows])
+    out = []
+    for beta in (np.ones(5), class_weights(y, 5) * 7.0):
+        W, u = np.zeros((5, 8)), np.full(60, math.log(5))
+        implicit_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W, u, rows, ks, 3.0, 0.0, beta,
+                       1e-12, True)
+        out.append((W, u))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
 
 
 def test_bisection_needs_at_most_proposition_4_evaluations():
@@ -317,10 +345,32 @@ def test_implicit_sgd_is_stable_for_every_learning_rate():
 
 def test_implicit_sgd_approaches_the_exact_optimum():
     X, y = _blobs(1, N=200)
-    opt = softmax_log_loss(SoftmaxRegression().fit(X, y).coef_, X, y)
-    m = ImplicitSGD(learning_rate=1.0, n_epochs=40, decay=0.95, random_state=0).fit(X, y)
+    opt = softmax_log_loss(SoftmaxRegression(alpha=0.0).fit(X, y).coef_, X, y)
+    m = ImplicitSGD(learning_rate=1.0, n_epochs=40, decay=0.95, alpha=0.0,
+                    random_state=0).fit(X, y)
     assert m.history_["train_loss"][-1] - opt < 0.05
     assert m.history_["train_loss"][-1] < m.history_["train_loss"][0]
+
+
+def _ridge_objective(W, X, y, alpha):
+    return softmax_log_loss(W, X, y) + 0.5 * alpha * np.sum(W * W)
+
+
+@pytest.mark.parametrize("Est,kw", [
+    (ImplicitSGD, dict(learning_rate=1.0)), (UMax, dict(learning_rate=0.5)),
+    (VanillaSGD, dict(learning_rate=0.5)),
+])
+def test_ridge_converges_to_the_exact_ridge_optimum(Est, kw):
+    """With β_j the stochastic ridge is unbiased: the fit approaches SoftmaxRegression(alpha)."""
+    X, y = _blobs(1, N=200)
+    alpha = 0.05
+    opt = SoftmaxRegression(alpha=alpha).fit(X, y).coef_
+    m = Est(alpha=alpha, n_epochs=40, decay=0.93, random_state=0, **kw).fit(X, y)
+    gap = _ridge_objective(m.coef_, X, y, alpha) - _ridge_objective(opt, X, y, alpha)
+    assert 0 <= gap < 0.01
+    free = Est(alpha=0.0, n_epochs=40, decay=0.93, random_state=0, **kw).fit(X, y)
+    assert _ridge_objective(free.coef_, X, y, alpha) - _ridge_objective(opt, X, y, alpha) > 3 * gap
+    assert np.linalg.norm(m.coef_ - opt) < 0.2 * np.linalg.norm(opt)
 
 
 def test_vanilla_sgd_overflows_at_a_large_learning_rate_and_says_so():
@@ -350,24 +400,68 @@ def test_umax_learns(shuffle):
 
 def test_umax_with_ridge_stays_in_the_bounds():
     X, y = _blobs(5)
-    m = UMax(learning_rate=0.5, n_epochs=3, mu=0.5, random_state=0).fit(X, y)
+    m = UMax(learning_rate=0.5, n_epochs=3, alpha=0.5, random_state=0).fit(X, y)
     bw, bu = umax_bounds(X, 5, 0.5)
     assert np.all(np.linalg.norm(m.coef_, axis=1) <= bw * (1 + 1e-12))
     assert np.all((m.u_ >= 0) & (m.u_ <= bu))
 
 
-@pytest.mark.parametrize("est", [
-    VanillaSGD(formulation="other"), UMax(delta=0.0), UMax(mu=-1.0), ImplicitSGD(solver="brent"),
-    ImplicitSGD(tol=0.0), ImplicitSGD(learning_rate=0.0), ImplicitSGD(shuffle="never"),
-    ImplicitSGD(u_init=-1.0), VanillaSGD(decay=1.5),
+@pytest.mark.parametrize("est,name", [
+    (VanillaSGD(formulation="other"), "formulation"), (UMax(delta=0.0), "delta"),
+    (UMax(alpha=-1.0), "alpha"), (ImplicitSGD(solver="brent"), "solver"),
+    (ImplicitSGD(tol=-1e-10), "tol"), (ImplicitSGD(tol=np.nan), "tol"),
+    (ImplicitSGD(learning_rate=0.0), "learning_rate"), (ImplicitSGD(shuffle="never"), "shuffle"),
+    (ImplicitSGD(u_init=-1.0), "u_init"), (VanillaSGD(decay=1.5), "decay"),
+    (UMax(n_epochs=-1), "n_epochs"), (UMax(delta=np.nan), "delta"),
 ])
-def test_bad_parameters_raise(est):
+def test_bad_parameters_raise_naming_them(est, name):
     X, y = _blobs(6, N=20)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=name):
         est.fit(X, y)
 
 
-@parametrize_with_checks([VanillaSGD(n_epochs=3), UMax(n_epochs=3), ImplicitSGD(n_epochs=3),
-                          UMax(n_epochs=3, formulation="raman")])
+@pytest.mark.parametrize("Est", [VanillaSGD, UMax, ImplicitSGD])
+def test_u_init_that_learns_nothing_is_rejected_with_its_range(Est):
+    """Issue 16: u_init=1e6 made every gradient e^{-1e6} = 0; it is rejected, naming [0, log K]."""
+    X, y = _blobs(6, N=50)
+    with pytest.raises(ValueError, match=r"u_init must be None \(log K\) or in \[0, log K\]"):
+        Est(u_init=1e6).fit(X, y)
+    Est(u_init=math.log(5), n_epochs=1).fit(X, y)  # the boundary is accepted
+    Est(u_init=0.0, n_epochs=1).fit(X, y)
+
+
+def test_umax_blow_up_is_reported_as_divergence():
+    """Issue 16: U-max at learning_rate=1e3 ran up to losses in the thousands (5457 → 4075 →
+    2961) without a warning; it now warns, sets diverged_ and keeps the best weights."""
+    X, y = _blobs(2)
+    with pytest.warns(DivergenceWarning, match="UMax diverged"):
+        m = UMax(learning_rate=1e3, alpha=0.0, n_epochs=5, random_state=0).fit(X, y)
+    assert m.diverged_ and m.n_epochs_ < 5
+    assert softmax_log_loss(m.coef_, X, y) <= 10 * math.log(5)
+
+
+@pytest.mark.parametrize("Est", [VanillaSGD, UMax, ImplicitSGD])
+def test_defaults_fit_standardised_data(Est):
+    from sklearn.datasets import make_blobs
+    from sklearn.preprocessing import StandardScaler
+    X, y = make_blobs(n_samples=600, n_features=40, centers=4, cluster_std=4.0, random_state=1)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = Est(random_state=0).fit(X, y)
+    assert not m.diverged_ and m.score(X, y) >= 0.95
+    assert m.history_["train_loss"][-1] < 0.2 * math.log(4)
+
+
+@pytest.mark.parametrize("Est", [VanillaSGD, UMax, ImplicitSGD])
+def test_fitted_model_pickles_without_data_or_state(Est):
+    X, y = _blobs(3, N=2000, D=30)
+    m = Est(n_epochs=2, random_state=0).fit(X, y)
+    assert not hasattr(m, "_state")
+    # coef_, u_ (a fitted parameter: one per row) and the history; the data is 2000 × 30 × 8
+    assert len(pickle.dumps(m)) < 4 * m.coef_.nbytes + 2 * m.u_.nbytes + 20_000 < X.nbytes
+
+
+@parametrize_with_checks([VanillaSGD(), UMax(), ImplicitSGD(), UMax(formulation="raman")])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

@@ -214,10 +214,11 @@ class Report:
 
 def _disagrees(claim):
     """True when a run contradicts the claim's status."""
-    if claim["status"] == "unclassified":
-        return claim["tested"] and not claim["holds"]
-    if claim["status"] == "reproduced":
+    status = claim.get("status", "unclassified")
+    if status == "unclassified":
+        return claim.get("tested", True) and not claim.get("holds")
+    if status == "reproduced":
         return claim["holds"] is not True
-    if claim["status"] == "not reproduced":
+    if status == "not reproduced":
         return claim["holds"] is not False
     return False

@@ -22,8 +22,19 @@ The gradient of ``ℓ_i`` with respect to ``w_j`` is ``c_j x_i`` where ``c_j = �
 runs one epoch of minibatch SGD (scores at the start of the step, the mean gradient over the
 minibatch, ``O(n (m + 1) nnz(x))`` per step: nothing O(K)).
 
-Learning-rate scale: the step is ``W ← W − η · (1/n) Σ_i ∇ℓ_i`` (per-datapoint losses, no
-factor N), the scaling of the authors' released code and hence of their Table 2.
+**Ridge.** The estimators minimise ``mean_i ℓ_i + (alpha/2)‖W‖²`` (the intercept is not
+penalised). The ridge is the exact full-W decay, applied as its proximal step
+``W ← W / (1 + η·alpha)`` after each gradient step (equal to the gradient step
+``(1 − η·alpha) W`` to O((η·alpha)²), stable for every η, and with the same fixed points).
+It is O(1) per step: ``W = s·V`` with one global scale ``s`` (the trick of scikit-learn's
+``SGDClassifier``); ``V`` is rescaled only when ``s`` falls below 1e-6 and at the end of the
+epoch.
+
+**Learning-rate scale.** The step is ``W ← W − η · (1/n) Σ_i ∇ℓ_i`` (the mean over the minibatch
+of per-datapoint losses, no factor N): the scaling of the authors' released code and hence of
+their Table 2, whose tuned η is ``learning_rate`` as printed. A step η taken on the sum over
+the minibatch is ``learning_rate = n·η``; one on the paper's N-scaled objective (eq. 2 sums
+over datapoints) is ``learning_rate = N·η``.
 
 A biases-only model (the A&R chapter's toy) is the same kernel on a single constant feature:
 pass ``X = np.ones((N, 1))``; ``coef_[:, 0]`` are then the biases.
@@ -31,25 +42,59 @@ pass ``X = np.ones((N, 1))``; ``coef_[:, 0]`` are then the biases.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+from numbers import Integral
 
 import numpy as np
 from numba import njit
 
-from ._numba import sigmoid, sparse_row_axpy, sparse_row_dot
-from .base import IterativeSoftmaxEstimator, as_csr
+from ._numba import logaddexp, sigmoid, softplus, sparse_row_axpy, sparse_row_dot
+from .base import (
+    ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE,
+    Interval, IterativeSoftmaxEstimator, StrOptions,
+)
 
 __all__ = [
-    "OVE", "NCE", "ImportanceSampling",
+    "OVE", "NCE", "ImportanceSampling", "Surrogate",
     "sampled_coefficients", "sampled_epoch", "epoch_order", "SHUFFLE_MODES",
 ]
 
-#: integer codes of the three surrogates in the kernels
-OVE_LOSS, NCE_LOSS, IS_LOSS = 0, 1, 2
-_LOSS_CODES = {"ove": OVE_LOSS, "nce": NCE_LOSS, "is": IS_LOSS}
+
+class Surrogate(IntEnum):
+    """The three surrogates of the module docstring, as the kernels receive them."""
+
+    OVE = 0
+    NCE = 1
+    IS = 2
+
 
 #: data orders of an epoch: i ~ uniform with replacement (the paper), a fresh permutation each
 #: epoch, or 0..N-1 every epoch (the authors' released code)
 SHUFFLE_MODES = ("uniform", "reshuffle", "fixed")
+
+#: a scale ``s`` of ``W = s·V`` (one global scale here, one per row in ``unbiased``) is folded
+#: into ``V`` below this value
+_MIN_SCALE = 1e-6
+
+
+@njit(cache=True, nogil=True)
+def fold_row_scale(W, scale, j, every):
+    """Fold row scales into ``W`` (``W[j] *= scale[j]``, ``scale[j] = 1``): row ``j`` if its
+    scale is below ``_MIN_SCALE``, or every row (``every``). Returns the factor row ``j``
+    was multiplied by (1.0 if none)."""
+    if every:
+        for r in range(W.shape[0]):
+            if scale[r] != 1.0:
+                W[r] *= scale[r]
+                scale[r] = 1.0
+        return 1.0
+    f = scale[j]
+    if f >= _MIN_SCALE:
+        return 1.0
+    W[j] *= f
+    scale[j] = 1.0
+    return f
 
 
 @njit(cache=True, nogil=True)
@@ -58,7 +103,7 @@ def sampled_coefficients(kind, y, s_y, s, classes, n_classes, out):
 
     Parameters
     ----------
-    kind : int, ``OVE_LOSS``, ``NCE_LOSS`` or ``IS_LOSS`` (module docstring for ``ℓ``)
+    kind : int, a :class:`Surrogate` (module docstring for ``ℓ``)
     y : int, the datapoint's label ; s_y : float, its score ``x·w_y``
     s : (m,) scores of the sampled classes ; classes : (m,) their ids
     n_classes : int, K ; out : (m + 1,) written in place
@@ -70,7 +115,7 @@ def sampled_coefficients(kind, y, s_y, s, classes, n_classes, out):
     m = s.shape[0]
     w = n_classes / m  # K/m: uniform sampling with replacement from all K classes
     loss = 0.0
-    if kind == 0:  # OVE
+    if kind == Surrogate.OVE:
         cy = 0.0
         for j in range(m):
             if classes[j] == y:
@@ -80,28 +125,23 @@ def sampled_coefficients(kind, y, s_y, s, classes, n_classes, out):
             c = w * sigmoid(d)
             out[1 + j] = c
             cy -= c
-            loss += w * (max(d, 0.0) + math.log1p(math.exp(-abs(d))))
+            loss += w * softplus(d)
         out[0] = cy
-    elif kind == 1:  # NCE, uniform noise q = 1/K, log(m q) = log(m/K)
+    elif kind == Surrogate.NCE:  # uniform noise q = 1/K, log(m q) = log(m/K)
         shift = math.log(m / n_classes)
         d = s_y - shift
         out[0] = -sigmoid(-d)
-        loss += max(-d, 0.0) + math.log1p(math.exp(-abs(d)))
+        loss += softplus(-d)  # −log σ(d)
         for j in range(m):
             d = s[j] - shift
             out[1 + j] = sigmoid(d)
-            loss += max(d, 0.0) + math.log1p(math.exp(-abs(d)))
+            loss += softplus(d)  # −log(1 − σ(d))
     else:  # importance sampling
         lw = math.log(w)
-        mx = s_y
-        for j in range(m):
-            if classes[j] != y and s[j] + lw > mx:
-                mx = s[j] + lw
-        z = math.exp(s_y - mx)
+        lz = s_y
         for j in range(m):
             if classes[j] != y:
-                z += math.exp(s[j] + lw - mx)
-        lz = mx + math.log(z)
+                lz = logaddexp(lz, s[j] + lw)
         out[0] = math.exp(s_y - lz) - 1.0
         for j in range(m):
             out[1 + j] = math.exp(s[j] + lw - lz) if classes[j] != y else 0.0
@@ -110,15 +150,22 @@ def sampled_coefficients(kind, y, s_y, s, classes, n_classes, out):
 
 
 @njit(cache=True, nogil=True)
-def sampled_epoch(kind, indptr, indices, data, y, W, order, classes, lr, batch_size):
+def sampled_epoch(kind, indptr, indices, data, y, W, b, order, classes, lr, alpha, batch_size,
+                  fit_intercept):
     """One epoch of minibatch SGD on a sampled surrogate, updating ``W`` (K × D) in place.
 
     Parameters
     ----------
-    kind : int loss code ; indptr, indices, data : CSR of X ; y : (N,) int labels
-    W : (K, D) float64 ; order : (T,) rows in processing order (one epoch: T = N)
+    kind : int, a :class:`Surrogate` ; indptr, indices, data : CSR of X ; y : (N,) int labels
+    W : (K, D) float64 ; b : (K,) intercepts, updated only when ``fit_intercept``
+    order : (T,) rows in processing order (one epoch: T = N)
     classes : (ceil(T / batch_size), m) the sampled classes of each step
-    lr : float, the learning rate η of this epoch ; batch_size : int, n
+    lr : float, the learning rate η of this epoch ; alpha : float, the ridge
+    batch_size : int, n ; fit_intercept : bool
+
+    Each step is ``W ← (W − η·(1/n) Σ_i ∇_W ℓ_i) / (1 + η·alpha)`` with the gradient at the
+    weights of the start of the step; ``b`` takes the plain gradient step. Cost per step
+    ``O(n (m + 1) nnz(x))``: the ridge is one global scale (module docstring).
 
     Returns
     -------
@@ -130,28 +177,44 @@ def sampled_epoch(kind, indptr, indices, data, y, W, order, classes, lr, batch_s
     n_steps = (n_rows + batch_size - 1) // batch_size
     s = np.empty(m)
     coef = np.empty((batch_size, m + 1))
+    shrink = 1.0 / (1.0 + lr * alpha)
+    scale = 1.0  # W = scale · V, V stored in W
     total = 0.0
     for t in range(n_steps):
         start = t * batch_size
         stop = min(start + batch_size, n_rows)
         S = classes[t]
-        for b in range(stop - start):  # scores with W frozen at the start of the step
-            i = order[start + b]
+        for r in range(stop - start):  # scores with W frozen at the start of the step
+            i = order[start + r]
             idx = indices[indptr[i]:indptr[i + 1]]
             val = data[indptr[i]:indptr[i + 1]]
-            s_y = sparse_row_dot(idx, val, W[y[i]])
+            s_y = scale * sparse_row_dot(idx, val, W[y[i]]) + b[y[i]]
             for j in range(m):
-                s[j] = sparse_row_dot(idx, val, W[S[j]])
-            total += sampled_coefficients(kind, y[i], s_y, s, S, n_classes, coef[b])
+                s[j] = scale * sparse_row_dot(idx, val, W[S[j]]) + b[S[j]]
+            total += sampled_coefficients(kind, y[i], s_y, s, S, n_classes, coef[r])
         step = lr / (stop - start)
-        for b in range(stop - start):  # mean gradient over the minibatch
-            i = order[start + b]
+        if alpha > 0.0:  # W⁺ = (W − step·G)/(1 + η alpha) = scale⁺ (V − (step/scale) G)
+            vstep = step / scale
+            scale *= shrink
+        else:
+            vstep = step
+        for r in range(stop - start):  # mean gradient over the minibatch
+            i = order[start + r]
             idx = indices[indptr[i]:indptr[i + 1]]
             val = data[indptr[i]:indptr[i + 1]]
-            sparse_row_axpy(-step * coef[b, 0], idx, val, W[y[i]])
+            sparse_row_axpy(-vstep * coef[r, 0], idx, val, W[y[i]])
+            if fit_intercept:
+                b[y[i]] -= step * coef[r, 0]
             for j in range(m):
-                if coef[b, 1 + j] != 0.0:
-                    sparse_row_axpy(-step * coef[b, 1 + j], idx, val, W[S[j]])
+                if coef[r, 1 + j] != 0.0:
+                    sparse_row_axpy(-vstep * coef[r, 1 + j], idx, val, W[S[j]])
+                    if fit_intercept:
+                        b[S[j]] -= step * coef[r, 1 + j]
+        if scale < _MIN_SCALE:
+            W *= scale
+            scale = 1.0
+    if scale != 1.0:
+        W *= scale
     return total / max(n_rows, 1)
 
 
@@ -167,36 +230,40 @@ def epoch_order(rng, n_rows, shuffle):
     raise ValueError(f"shuffle must be one of {SHUFFLE_MODES}, got {shuffle!r}")
 
 
-def _check_common(est):
-    if not (np.isfinite(est.learning_rate) and est.learning_rate > 0):
-        raise ValueError(f"learning_rate must be a positive number, got {est.learning_rate!r}")
-    if not (0 < est.decay <= 1):
-        raise ValueError(f"decay must be in (0, 1], got {est.decay!r}")
-    if est.shuffle not in SHUFFLE_MODES:
-        raise ValueError(f"shuffle must be one of {SHUFFLE_MODES}, got {est.shuffle!r}")
+@dataclass
+class _SampledState:
+    """Solver state: the weights, the intercepts and the surrogate loss of each epoch."""
 
-
-def _with_intercept(X, fit_intercept):
-    """CSR X, with a trailing column of ones when an intercept is fitted."""
-    import scipy.sparse as sp
-
-    if not fit_intercept:
-        return X
-    return as_csr(sp.hstack([X, np.ones((X.shape[0], 1))], format="csr"))
+    W: np.ndarray
+    b: np.ndarray
+    surrogate: list = field(default_factory=list)
 
 
 class _SampledSoftmax(IterativeSoftmaxEstimator):
     """Minibatch SGD on a sampled surrogate of the softmax (see the module docstring)."""
 
     _kind = None
+    _parameter_constraints = {
+        "learning_rate": LEARNING_RATE,
+        "n_epochs": N_EPOCHS,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_sampled": [Interval(Integral, 1, None, closed="left")],
+        "alpha": ALPHA,
+        "decay": DECAY,
+        "shuffle": [StrOptions(set(SHUFFLE_MODES))],
+        "fit_intercept": FIT_INTERCEPT,
+        "random_state": RANDOM_STATE,
+        "verbose": VERBOSE,
+    }
 
-    def __init__(self, learning_rate=1.0, n_epochs=10, batch_size=100, n_sampled=5,
-                 decay=0.9, shuffle="uniform", fit_intercept=False, random_state=None,
-                 verbose=False):
+    def __init__(self, learning_rate=0.1, n_epochs=10, batch_size=100, n_sampled=5,
+                 alpha=1e-4, decay=0.9, shuffle="uniform", fit_intercept=False,
+                 random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.batch_size = batch_size
         self.n_sampled = n_sampled
+        self.alpha = alpha
         self.decay = decay
         self.shuffle = shuffle
         self.fit_intercept = fit_intercept
@@ -204,28 +271,24 @@ class _SampledSoftmax(IterativeSoftmaxEstimator):
         self.verbose = verbose
 
     def _init_state(self, X, y, rng):
-        _check_common(self)
-        if int(self.batch_size) < 1 or int(self.n_sampled) < 1:
-            raise ValueError("batch_size and n_sampled must be positive integers")
-        Xa = _with_intercept(X, self.fit_intercept)
-        W = np.zeros((self.classes_.shape[0], Xa.shape[1]))
-        return {"X": Xa, "W": W, "surrogate": []}
+        K = self.classes_.shape[0]
+        return _SampledState(W=np.zeros((K, X.shape[1])), b=np.zeros(K))
 
     def _run_epoch(self, state, X, y, epoch, rng):
-        Xa, W = state["X"], state["W"]
-        n, K = Xa.shape[0], W.shape[0]
+        n, K = X.shape[0], state.W.shape[0]
         bs = int(self.batch_size)
         order = epoch_order(rng, n, self.shuffle)
         classes = rng.integers(0, K, size=((n + bs - 1) // bs, int(self.n_sampled)))
         lr = float(self.learning_rate) * float(self.decay) ** epoch
-        state["surrogate"].append(sampled_epoch(
-            self._kind, Xa.indptr, Xa.indices, Xa.data, y, W, order, classes, lr, bs))
+        state.surrogate.append(sampled_epoch(
+            int(self._kind), X.indptr, X.indices, X.data, y, state.W, state.b, order, classes,
+            lr, float(self.alpha), bs, bool(self.fit_intercept)))
 
     def _coef(self, state):
-        W = state["W"]
-        if self.fit_intercept:
-            return W[:, :-1], W[:, -1]
-        return W, None
+        return state.W, (state.b if self.fit_intercept else None)
+
+    def _finalize(self, state):
+        self.surrogate_loss_ = list(state.surrogate)
 
 
 class OVE(_SampledSoftmax):
@@ -233,35 +296,43 @@ class OVE(_SampledSoftmax):
 
     Parameters
     ----------
-    learning_rate : float, η₀ (the step is η · mean gradient; η_t = η₀ · decay^epoch)
+    learning_rate : float > 0, η₀: the step is η · (mean gradient over the minibatch),
+        η_t = η₀ · decay^epoch. Fagan & Iyengar's Table 2 values are used as printed (module
+        docstring, *Learning-rate scale*). The default 0.1 suits standardised features
+        (‖x‖² ≈ D); NCE's gradient is not bounded by the softmax and oscillates at 1.0 there.
+        On L2-normalised rows (the paper's setting) larger rates (Table 2: 10 to 1000) work.
     n_epochs : int ; batch_size : int, n (100 in the paper) ; n_sampled : int, m (5)
-    decay : float, per-epoch factor of the learning rate (0.9 in the paper)
+    alpha : float ≥ 0, ridge: the objective is mean surrogate + (alpha/2)‖W‖² (the paper's
+        experiments use none: pass ``alpha=0.0`` to reproduce them)
+    decay : float in (0, 1], per-epoch factor of the learning rate (0.9 in the paper)
     shuffle : "uniform" | "reshuffle" | "fixed", the data order (see :func:`epoch_order`)
-    fit_intercept : bool, append a constant feature (its weights become ``intercept_``)
+    fit_intercept : bool, an unpenalised bias per class (``intercept_``)
     random_state : None | int | Generator ; verbose : bool, tqdm progress bar
 
     Attributes
     ----------
     coef_ (K, D), intercept_ (K,) or None, classes_, history_, diverged_, n_epochs_ :
         see :class:`xclib.base.IterativeSoftmaxEstimator`.
+    surrogate_loss_ : list, the mean surrogate loss of each epoch (at the scores each step saw).
     """
 
-    _kind = OVE_LOSS
+    _kind = Surrogate.OVE
 
 
 class NCE(_SampledSoftmax):
     """SGD on noise-contrastive estimation (Mnih & Teh 2012), uniform noise, self-normalised.
 
-    Parameters as :class:`OVE`; ``n_sampled`` is the number of noise samples per step.
+    Parameters and attributes as :class:`OVE`; ``n_sampled`` is the number of noise samples
+    per step.
     """
 
-    _kind = NCE_LOSS
+    _kind = Surrogate.NCE
 
 
 class ImportanceSampling(_SampledSoftmax):
     """SGD on the importance-sampled softmax (Bengio & Senécal 2008), uniform proposal.
 
-    Parameters as :class:`OVE`.
+    Parameters and attributes as :class:`OVE`.
     """
 
-    _kind = IS_LOSS
+    _kind = Surrogate.IS

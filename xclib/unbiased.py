@@ -4,26 +4,29 @@ The log-loss of the softmax is rewritten (Section 2.1, eqs. 3–5) as a double s
 datapoints ``i`` and classes ``k ≠ y_i`` with one auxiliary variable ``u_i`` per datapoint::
 
     F(u, W) = (1/N) Σ_i Σ_{k≠y_i} [ (u_i + e^{−u_i})/(K−1) + e^{x_iᵀ(w_k − w_{y_i}) − u_i} ]
-              + (μ/2) ‖W‖²,
+              + (α/2) ‖W‖²,
 
 whose minimum over ``u`` is ``u_i*(W) = log(1 + Σ_{k≠y_i} e^{x_iᵀ(w_k − w_{y_i})})`` and
-``min_u F(u, W) = (mean log-loss of W) + (μ/2)‖W‖² + 1``. Sampling ``i`` uniformly and
+``min_u F(u, W) = (mean log-loss of W) + (α/2)‖W‖² + 1``. Sampling ``i`` uniformly and
 ``k`` uniformly among the other ``K − 1`` classes gives the unbiased stochastic term (eq. 6)::
 
     f_ik(u, W) = u_i + e^{−u_i} + (K−1) e^{x_iᵀ(w_k − w_{y_i}) − u_i}
-                 + (μ/2)(β_{y_i} ‖w_{y_i}‖² + β_k ‖w_k‖²).
+                 + (α/2)(β_{y_i} ‖w_{y_i}‖² + β_k ‖w_k‖²).
 
-**Scale.** The paper's ``f`` is ``N`` times ours (its eq. 5 sums over ``i``; its ``f_ik``
-carries a factor ``N``). The authors' released code drops that factor, and their tuned
-learning rates (Table 2) are for the code; we use the code's scaling, so an ``η`` here means
-what it means in Table 2. A paper ``μ`` is our ``μ·N``; ``SoftmaxRegression(mu=N·μ)`` is the
-exact optimum of our ``F``.
+**Symbols and scale.** The paper's ``f`` is ``N`` times ours (its eqs. 2 and 5 sum over
+``i``; its ``f_ik`` carries a factor ``N``), so the paper's ridge ``μ`` is ``alpha·N`` and
+``SoftmaxRegression(alpha=alpha)`` is the exact optimum of our ``F``. The authors' released
+code drops the factor ``N`` from the step, and their tuned learning rates (Table 2) are for
+the code: we use the code's scaling, so Table 2's ``η`` is ``learning_rate`` as printed (a
+step ``η`` on the paper's N-scaled ``f_ik`` is ``learning_rate = N·η``). Every step is one
+datapoint and one class (n = m = 1), so there is no minibatch sum or mean to convert.
 
 **β.** ``β_j`` must be the inverse probability that class ``j`` is touched by a draw
 ``(i, k)``: ``P(j ∈ {y_i, k}) = n_j/N + (N − n_j)/(N(K − 1))``, so
 ``β_j = N(K−1) / (n_j(K−1) + N − n_j)``. The paper prints ``N / (n_j + (N − n_j)(K − 1))``,
 which swaps the roles of ``n_j`` and ``N − n_j`` and makes the ridge term biased; the
-unbiasedness test in ``tests/test_unbiased.py`` pins ours.
+unbiasedness test in ``tests/test_unbiased.py`` pins ours. A step's ridge touches only
+``w_k``, ``w_{y_i}`` (:func:`sgd_epoch`, :func:`implicit_epoch`: O(nnz(x_i)) per step).
 
 The module reads like the chapter: the exact double sums (for small problems), the
 stochastic-gradient coefficients (eqs. 7 and 8), the U-max rule (Algorithm 1), the
@@ -33,20 +36,26 @@ then the estimators :class:`VanillaSGD`, :class:`UMax` and :class:`ImplicitSGD`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 from numba import njit
 from scipy.special import logsumexp
 
-from ._numba import lambertw_exp, sparse_row_axpy, sparse_row_dot
-from .base import IterativeSoftmaxEstimator, as_csr
-from .sampled import SHUFFLE_MODES, epoch_order
+from ._numba import (
+    draw_other_classes, lambertw_exp, logaddexp, softplus, sparse_row_axpy, sparse_row_dot,
+)
+from .base import (
+    ALPHA, DECAY, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, TOL, VERBOSE, Interval,
+    IterativeSoftmaxEstimator, StrOptions, as_csr,
+)
+from .sampled import SHUFFLE_MODES, epoch_order, fold_row_scale
 
 __all__ = [
-    "VanillaSGD", "UMax", "ImplicitSGD",
-    "double_sum_objective", "optimal_u", "class_weights", "umax_bounds",
-    "double_sum_coefficients", "umax_increase", "implicit_step", "implicit_u_derivative",
-    "sgd_epoch", "implicit_epoch", "FORMULATIONS",
+    "VanillaSGD", "UMax", "ImplicitSGD", "double_sum_objective", "optimal_u", "class_weights",
+    "umax_bounds", "double_sum_coefficients", "umax_increase", "implicit_step",
+    "implicit_u_derivative", "sgd_epoch", "implicit_epoch", "FORMULATIONS",
 ]
 
 #: the two double sums: ours (eq. 5/6) and Raman et al.'s (eq. 8)
@@ -54,7 +63,7 @@ FORMULATIONS = ("proposed", "raman")
 
 
 # -- the objective, exactly (small problems only: O(NKD)) ------------------------------------
-def _scores(W, X):
+def _scores(W, X):  # dense O(NKD): for checking the stochastic methods on small problems
     s = X @ W.T
     return np.asarray(s.toarray() if hasattr(s, "toarray") else s)
 
@@ -69,11 +78,10 @@ def optimal_u(W, X, y, formulation="proposed"):
     return lse - s[np.arange(len(y)), y]
 
 
-def double_sum_objective(u, W, X, y, formulation="proposed", mu=0.0):
+def double_sum_objective(u, W, X, y, formulation="proposed", alpha=0.0):
     """The double sum ``F(u, W)`` of eq. (5) (``"proposed"``) or eq. (8) (``"raman"``), our scale.
 
-    ``F(optimal_u(W), W) = mean log-loss + (μ/2)‖W‖² + 1`` for both formulations.
-    Dense O(NKD): for checking the stochastic methods on small problems.
+    ``F(optimal_u(W), W) = mean log-loss + (α/2)‖W‖² + 1`` for both formulations.
     """
     s = _scores(W, X)
     n, K = s.shape
@@ -88,7 +96,7 @@ def double_sum_objective(u, W, X, y, formulation="proposed", mu=0.0):
         per = u + np.exp(-u) + np.sum(np.where(mask, np.exp(z - u[:, None]), 0.0), axis=1)
     else:
         raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
-    return float(np.mean(per) + 0.5 * mu * np.sum(W * W))
+    return float(np.mean(per) + 0.5 * alpha * np.sum(W * W))
 
 
 def class_weights(y, n_classes):
@@ -100,12 +108,13 @@ def class_weights(y, n_classes):
     return n * (n_classes - 1) / (nj * (n_classes - 1) + n - nj)
 
 
-def umax_bounds(X, n_classes, mu):
-    """Appendix A at our scale: ``B_W = sqrt(2 log K / μ)`` (Lemma 1) and
-    ``B_u = log(1 + (K−1) e^{2 B_x B_W})`` (Lemma 2); both infinite when ``μ = 0``."""
-    if mu <= 0:
+def umax_bounds(X, n_classes, alpha):
+    """Appendix A at our scale (the paper's μ/N is alpha): ``B_W = sqrt(2 log K / alpha)``
+    (Lemma 1) and ``B_u = log(1 + (K−1) e^{2 B_x B_W})`` (Lemma 2); both infinite when
+    ``alpha = 0``."""
+    if alpha <= 0:
         return np.inf, np.inf
-    bw = math.sqrt(2.0 * math.log(n_classes) / mu)
+    bw = math.sqrt(2.0 * math.log(n_classes) / alpha)
     X = as_csr(X)
     bx = float(np.sqrt(np.max(np.asarray(X.multiply(X).sum(axis=1))))) if X.shape[0] else 0.0
     bu = float(np.logaddexp(0.0, math.log(n_classes - 1) + 2.0 * bx * bw))
@@ -114,27 +123,16 @@ def umax_bounds(X, n_classes, mu):
 
 # -- eq. (7) and (8): the stochastic gradient of one (i, k) ---------------------------------
 @njit(cache=True, nogil=True)
-def _log1pexp(z):
-    """``log(1 + e^z)`` without overflow."""
-    if z > 0.0:
-        return z + math.log1p(math.exp(-z))
-    return math.log1p(math.exp(z))
-
-
-@njit(cache=True, nogil=True)
 def double_sum_coefficients(raman, s_y, s_k, u_i, n_classes):
-    """Coefficients of the stochastic gradient of ``f_ik`` (μ = 0 part), eqs. (7) and (8).
+    """Coefficients of the stochastic gradient of ``f_ik`` (α = 0 part), eqs. (7) and (8).
 
     ``∇_{w_k} f_ik = c_k x_i``, ``∇_{w_{y_i}} f_ik = c_y x_i``, ``∂_{u_i} f_ik = g_u``.
 
     Proposed (eq. 7, our scale): ``c_k = (K−1)e^{s_k − s_y − u_i} = −c_y``,
     ``g_u = 1 − e^{−u_i} − c_k``. Raman et al. (eq. 8): ``c_k = (K−1)e^{s_k − ū_i}``,
     ``c_y = e^{s_y − ū_i} − 1``, ``g_u = 1 − e^{s_y − ū_i} − c_k``.
-    These are exponential in the scores: vanilla SGD overflows here (Section 2.2).
-
-    Returns
-    -------
-    (c_k, c_y, g_u) : floats
+    Returns ``(c_k, c_y, g_u)``. These are exponential in the scores: vanilla SGD overflows
+    here (Section 2.2).
     """
     if raman:
         e_y = math.exp(s_y - u_i)
@@ -149,16 +147,11 @@ def umax_increase(raman, s_y, s_k, u_i, delta):
     """Algorithm 1, lines 13–15: raise ``u_i`` to ``log(1 + e^{x_iᵀ(w_k − w_{y_i})})`` when it is
     more than ``δ`` below it (Raman's analogue: ``log(e^{s_y} + e^{s_k})``, a lower bound on
     ``ū_i*``). Afterwards ``x_iᵀ(w_k − w_{y_i}) − u_i ≤ δ``, so ``|c_k| ≤ (K−1)e^δ``."""
-    if raman:
-        t = max(s_y, s_k) + _log1pexp(-abs(s_y - s_k))
-    else:
-        t = _log1pexp(s_k - s_y)
-    if u_i < t - delta:
-        return t
-    return u_i
+    t = logaddexp(s_y, s_k) if raman else softplus(s_k - s_y)
+    return t if u_i < t - delta else u_i
 
 
-# -- Appendix F.1: the Implicit SGD step for one (i, k), μ = 0 ------------------------------
+# -- Appendix F.1: the Implicit SGD step for one (i, k), α = 0 ------------------------------
 @njit(cache=True, nogil=True)
 def _implicit_a(u, z, log_c, xx, lr, n_classes):
     """``a(u)`` of eq. (14) on the log scale, and the step ``A = a/(2‖x‖²)`` it gives w.
@@ -186,12 +179,9 @@ def implicit_u_derivative(u, u_old, z, xx, lr, n_classes):
     a, A = _implicit_a(u, z, log_c, xx, lr, n_classes)
     return lr * (1.0 - math.exp(-u)) - A + (u - u_old)
 
-
-# The Lambert W of eq. (14) on the log scale, warm-started. a = W₀(e^L) is the root of
-# a + log a = L; with b = log a this is ψ(b) = e^b + b − L = 0, convex and increasing in b, so
-# Halley's iteration converges from any nearby start, one exp per iteration and no log. Between
-# two evaluations of (16) only L = z − u + log c changes (by −Δu), so the previous (b, a) is an
-# excellent start: for |Δu| ≤ 1e-5 no exp at all is needed.
+# The Lambert W of eq. (14) on the log scale, warm-started. a = W₀(e^L) solves a + log a = L; in
+# b = log a, ψ(b) = e^b + b − L = 0 is convex and increasing: Halley converges from any nearby
+# start, one exp per iteration. Between two evaluations of (16) only L = z − u + log c changes.
 _WPOLY = (-0.0012673254095268455, -0.00029588314906619015, 0.07294117158015563,
           0.3607043817796513, 0.5673574800951501)  # a least-squares quartic for W₀(e^L), |L| ≤ 2.5
 
@@ -254,11 +244,10 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     ``[max(0, log(K−1) + z − 2η‖x‖²), ũ]``. Its width is at most
     ``|z − ũ| + 2η‖x‖² + log(2(K−1))``, so bisection needs ``log₂(width/ε)`` evaluations.
     ``h`` is increasing and concave (``h' ≥ 1``, ``h'' = −ηe^{−u} − A/(1+a)³``, ``|h''| < h'``), so
-    Newton-type steps are well behaved; Halley's step converges cubically (error after a step
-    ``s`` of order ``s³``), and the safeguarded solver stops once ``|s|³ ≤ 0.1 ε(1 + |u|)``:
-    typically two evaluations of (16) instead of bisection's ~35. Each evaluation of
-    ``a(u) = W₀(e^{z−u+log c})`` is warm-started from the previous one (:func:`_w_refine`: one
-    exp per Halley iteration, none for ``|Δu| ≤ 1e-5``), so no evaluation solves W from scratch.
+    Newton-type steps are well behaved; Halley's step converges cubically, and the safeguarded
+    solver stops once ``|s|³ ≤ 0.1 ε(1 + |u|)``: typically two evaluations of (16) instead of
+    bisection's ~35. Each ``a(u) = W₀(e^{z−u+log c})`` is warm-started from the previous one
+    (:func:`_w_refine`: one exp per Halley iteration, none for ``|Δu| ≤ 1e-5``).
     """
     lk = math.log(n_classes - 1)
     if xx > 0.0:
@@ -268,9 +257,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
         b, a = _w_refine(L0 - u_old, b, a)
         A = a * inv2xx
     else:  # ‖x‖ = 0: a = 0 and the limit A = η(K−1)e^{z−u}
-        L0 = 0.0
-        inv2xx = 0.0
-        a = b = 0.0
+        L0 = inv2xx = a = b = 0.0
         A = lr * (n_classes - 1) * math.exp(z - u_old)
     u = u_old
     eu = math.exp(-u)
@@ -280,7 +267,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
         return a, A, u, n_evals
     if h < 0.0:
         lo = u_old
-        hi = max(lo, _log1pexp(lk + z))
+        hi = max(lo, softplus(lk + z))
     else:
         hi = u_old
         lo = min(hi, max(0.0, lk + z - 2.0 * lr * xx))
@@ -326,151 +313,206 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
 
 
 # -- epoch kernels ---------------------------------------------------------------------------
+# Both keep each row of W as w_j = s_j·v_j (v_j stored in W[j]; see sampled.fold_row_scale): the
+# ridge's shrink of a row is O(1) (s_j /= 1 + ηαβ_j) and a step stays O(nnz(x_i)).
 @njit(cache=True, nogil=True)
-def _project_row(w, bound):
-    s = 0.0
-    for j in range(w.shape[0]):
-        s += w[j] * w[j]
-    if s > bound * bound:
-        w *= bound / math.sqrt(s)
-
-
-@njit(cache=True, nogil=True)
-def sgd_epoch(indptr, indices, data, y, W, u, rows, ks, lr, raman, delta, mu, beta, b_u, b_w):
+def sgd_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, raman, delta, alpha, beta,
+              b_u, b_w):
     """One epoch of vanilla SGD (``delta = inf``) or U-max (Algorithm 1) on the double sum.
 
     Parameters
     ----------
-    indptr, indices, data : CSR of X ; y : (N,) int labels
-    W : (K, D), u : (N,) updated in place
-    rows, ks : (T,) the sampled datapoints and classes ``k ≠ y_i`` of each step
-    lr : float η ; raman : bool, eq. (8) instead of eq. (6)
+    indptr, indices, data : CSR of X ; sqnorm : (N,) ``‖x_i‖²`` ; y : (N,) int labels
+    W : (K, D), u : (N,) updated in place ; rows, ks : (T,) the sampled datapoints and classes
+    ``k ≠ y_i`` of each step ; lr : float η ; raman : bool, eq. (8) instead of eq. (6)
     delta : float, the U-max threshold δ (``inf``: no u-increase, i.e. vanilla SGD)
-    mu : float, ridge μ; beta : (K,) class weights β_j (:func:`class_weights`)
-    b_u, b_w : projection bounds (``inf`` when μ = 0); u is projected onto ``[0, b_u]`` for the
-        proposed formulation (Raman's ``ū`` is unconstrained)
+    alpha : float, ridge; beta : (K,) class weights β_j (:func:`class_weights`)
+    b_u, b_w : projection bounds (``inf`` when alpha = 0); u is projected onto ``[0, b_u]`` for
+    the proposed formulation (Raman's ``ū`` is unconstrained)
 
-    Cost per step O(nnz(x_i)) when μ = 0; the ridge shrink and the row projection make it
-    O(D) when μ > 0 (the paper's experiments use μ = 0).
+    The data part of eq. (7)/(8) is a gradient step; the ridge of ``f_ik`` is its proximal
+    step ``w_j ← w_j / (1 + ηαβ_j)`` (the gradient step to O((ηαβ_j)²), stable for every η).
+    O(nnz(x_i)) per step for any alpha (row scales; ``‖w_j‖²`` is tracked for the projection).
     """
-    n_classes = W.shape[0]
-    use_umax = delta < np.inf
+    n_classes, use_umax, project = W.shape[0], delta < np.inf, b_w < np.inf
+    scale = np.ones(n_classes)
+    q = np.zeros(n_classes)  # ‖v_j‖², only when projecting
+    if project:
+        for j in range(n_classes):
+            q[j] = np.dot(W[j], W[j])
     for t in range(rows.shape[0]):
         i = rows[t]
         k = ks[t]
         yi = y[i]
         idx = indices[indptr[i]:indptr[i + 1]]
         val = data[indptr[i]:indptr[i + 1]]
-        s_k = sparse_row_dot(idx, val, W[k])
-        s_y = sparse_row_dot(idx, val, W[yi])
+        d_k = sparse_row_dot(idx, val, W[k])
+        d_y = sparse_row_dot(idx, val, W[yi])
+        s_k = scale[k] * d_k
+        s_y = scale[yi] * d_y
         ui = u[i]
         if use_umax:
             ui = umax_increase(raman, s_y, s_k, ui, delta)
         c_k, c_y, g_u = double_sum_coefficients(raman, s_y, s_k, ui, n_classes)
-        if mu > 0.0:
-            W[k] *= 1.0 - lr * mu * beta[k]
-            W[yi] *= 1.0 - lr * mu * beta[yi]
-        sparse_row_axpy(-lr * c_k, idx, val, W[k])
-        sparse_row_axpy(-lr * c_y, idx, val, W[yi])
+        a_k = -lr * c_k / scale[k]
+        a_y = -lr * c_y / scale[yi]
+        sparse_row_axpy(a_k, idx, val, W[k])
+        sparse_row_axpy(a_y, idx, val, W[yi])
+        if project:
+            q[k] = max(q[k] + a_k * (2.0 * d_k + a_k * sqnorm[i]), 0.0)
+            q[yi] = max(q[yi] + a_y * (2.0 * d_y + a_y * sqnorm[i]), 0.0)
+        for j in (k, yi):
+            if alpha > 0.0:
+                scale[j] /= 1.0 + lr * alpha * beta[j]
+            if project:
+                nrm = scale[j] * math.sqrt(q[j])
+                if nrm > b_w:
+                    scale[j] *= b_w / nrm
+            f = fold_row_scale(W, scale, j, False)
+            q[j] *= f * f
         ui -= lr * g_u
         if not raman:
             ui = min(max(ui, 0.0), b_u)
-        if b_w < np.inf:
-            _project_row(W[k], b_w)
-            _project_row(W[yi], b_w)
         u[i] = ui
+    fold_row_scale(W, scale, -1, True)
 
 
 @njit(cache=True, nogil=True)
-def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, tol, newton):
+def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, beta, tol,
+                   newton):
     """One epoch of Implicit SGD with n = m = 1 (Proposition 4), W and u updated in place.
 
-    Two sparse inner products, the 1-D solve of :func:`implicit_step`, two sparse axpys (11):
-    O(nnz(x_i) + log(1/ε)) per step, nothing O(K). Returns the total number of evaluations
-    of the derivative (16).
+    With the ridge of eq. (6) and ``ρ_j = ηαβ_j``, ``θ⁺ = θ − η∇f_ik(θ⁺)`` is, with
+    ``A = η(K−1)e^{x_iᵀ(w_k⁺ − w_{y_i}⁺) − u_i⁺}``,
+    ``w_k⁺ = (w̃_k − A x_i)/(1 + ρ_k)``, ``w_{y_i}⁺ = (w̃_{y_i} + A x_i)/(1 + ρ_{y_i})``. So
+    ``z⁺ = z' − 2γ‖x_i‖²A`` with ``z' = x_iᵀw̃_k/(1 + ρ_k) − x_iᵀw̃_{y_i}/(1 + ρ_{y_i})`` and
+    ``γ = (1/(1 + ρ_k) + 1/(1 + ρ_{y_i}))/2``: the α = 0 problem (eqs. 11–16) with ``z'`` for
+    ``z`` and ``γ‖x_i‖²`` for ``‖x_i‖²``, solved by the same :func:`implicit_step` (for α = 0,
+    γ = 1 and z' = z: the same root as before). ``u`` has no ridge.
+
+    O(nnz(x_i) + log(1/ε)) per step, nothing O(K) or O(D). Returns the total number of
+    evaluations of the derivative (16).
     """
-    n_classes = W.shape[0]
-    evals = 0
+    n_classes, evals = W.shape[0], 0
+    scale = np.ones(n_classes)
     for t in range(rows.shape[0]):
         i = rows[t]
         k = ks[t]
         yi = y[i]
         idx = indices[indptr[i]:indptr[i + 1]]
         val = data[indptr[i]:indptr[i + 1]]
-        z = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
-        a, A, ui, ne = implicit_step(z, u[i], sqnorm[i], lr, n_classes, tol, newton)
+        p_k = 1.0 / (1.0 + lr * alpha * beta[k])
+        p_y = 1.0 / (1.0 + lr * alpha * beta[yi])
+        z = (scale[k] * p_k * sparse_row_dot(idx, val, W[k])
+             - scale[yi] * p_y * sparse_row_dot(idx, val, W[yi]))
+        xx = 0.5 * (p_k + p_y) * sqnorm[i]
+        a, A, ui, ne = implicit_step(z, u[i], xx, lr, n_classes, tol, newton)
         evals += ne
-        if sqnorm[i] > 0.0:
-            sparse_row_axpy(A, idx, val, W[yi])
-            sparse_row_axpy(-A, idx, val, W[k])
+        if sqnorm[i] > 0.0:  # w⁺ = s⁺(v ± (A/s) x), s⁺ = s/(1 + ρ)
+            sparse_row_axpy(A / scale[yi], idx, val, W[yi])
+            sparse_row_axpy(-A / scale[k], idx, val, W[k])
+        if alpha > 0.0:
+            scale[k] *= p_k
+            scale[yi] *= p_y
+            fold_row_scale(W, scale, k, False)
+            fold_row_scale(W, scale, yi, False)
         u[i] = ui
+    fold_row_scale(W, scale, -1, True)
     return evals
 
 
 # -- estimators ------------------------------------------------------------------------------
+@dataclass
+class _DoubleSumState:
+    """Solver state of the double-sum methods."""
+
+    W: np.ndarray  # (K, D)
+    u: np.ndarray  # (N,) the auxiliary variables of eq. (5)
+    beta: np.ndarray  # (K,) class weights of the ridge
+    sqnorm: np.ndarray  # (N,) ‖x_i‖²
+    b_w: float = np.inf  # projection bounds of U-max (Appendix A): ‖w_k‖ ≤ b_w, u ≤ b_u
+    b_u: float = np.inf
+    evals: list = field(default_factory=list)  # Implicit SGD: evaluations of (16) per step
+
+
+_SHARED_DOC = """
+    Parameters
+    ----------
+    learning_rate : float > 0, η₀, η_t = η₀ · decay^epoch, for one (i, k) of eq. (6) without
+        the paper's factor N (the authors' code): Table 2's values as printed; a step η on the
+        paper's N-scaled ``f_ik`` is ``learning_rate = N·η``.
+    n_epochs : int, epochs of N steps ; decay : float in (0, 1] (0.9 in the paper)
+    alpha : float ≥ 0, ridge: the objective is mean log-loss + (alpha/2)‖W‖²; Fagan &
+        Iyengar's μ (eq. 2, a sum over datapoints) is ``alpha·N``. The paper's experiments use
+        μ = 0: pass ``alpha=0.0`` to reproduce them.
+    shuffle : "uniform" (paper) | "reshuffle" | "fixed" (authors' code)
+    u_init : None (log K = u_i* at W = 0, Algorithm 1) or in [0, log K] (the authors' code: 0).
+        A larger start only scales every gradient by ``e^{log K − u_init}``: rejected.
+    random_state, verbose : as usual
+"""
+
+
 class _DoubleSumSGD(IterativeSoftmaxEstimator):
     """Shared parts: W = 0 and u = log K at start, η_t = η₀·decay^epoch, one epoch = N steps
     of one datapoint and one class ``k ≠ y_i``."""
 
-    def _check(self):
-        if not (np.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
-        if not (0 < self.decay <= 1):
-            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
-        if self.shuffle not in SHUFFLE_MODES:
-            raise ValueError(f"shuffle must be one of {SHUFFLE_MODES}, got {self.shuffle!r}")
-        if self.u_init is not None and not (np.isfinite(self.u_init) and self.u_init >= 0):
-            raise ValueError(f"u_init must be None (log K) or a number >= 0, got {self.u_init!r}")
+    _parameter_constraints = {
+        "learning_rate": LEARNING_RATE, "n_epochs": N_EPOCHS, "alpha": ALPHA, "decay": DECAY,
+        "shuffle": [StrOptions(set(SHUFFLE_MODES))],
+        "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
+        "random_state": RANDOM_STATE, "verbose": VERBOSE,
+    }
 
     def _init_state(self, X, y, rng):
-        self._check()
         K = self.classes_.shape[0]
+        if self.u_init is not None and self.u_init > math.log(K) * (1 + 1e-12):
+            raise ValueError(
+                f"u_init must be None (log K) or in [0, log K] = [0, {math.log(K):.4g}] for "
+                f"K = {K} (u* at W = 0 is log K; a larger u_init scales every gradient by "
+                f"e^(log K - u_init)), got {self.u_init!r}")
         u0 = math.log(K) if self.u_init is None else float(self.u_init)
-        return {"W": np.zeros((K, X.shape[1])), "u": np.full(X.shape[0], u0)}
+        return _DoubleSumState(
+            W=np.zeros((K, X.shape[1])), u=np.full(X.shape[0], u0), beta=class_weights(y, K),
+            sqnorm=np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
 
-    def _lr(self, epoch):
-        return float(self.learning_rate) * float(self.decay) ** epoch
-
-    def _draws(self, rng, y, n_classes):
+    def _draws(self, rng, y, n_classes, epoch):
+        """The epoch's datapoints, their classes k ≠ y_i and its learning rate."""
         rows = epoch_order(rng, y.shape[0], self.shuffle)
-        r = rng.integers(0, n_classes - 1, size=rows.shape[0])
-        ks = r + (r >= y[rows])  # uniform on the K − 1 classes other than y_i
-        return rows, ks
+        lr = float(self.learning_rate) * float(self.decay) ** epoch
+        return rows, draw_other_classes(rng, y[rows], n_classes), lr
 
     def _coef(self, state):
-        return state["W"], None
+        return state.W, None
+
+    def _finalize(self, state):
+        self.u_ = state.u.copy()
 
 
 class VanillaSGD(_DoubleSumSGD):
-    """Plain SGD on the double sum (eq. 6 or Raman et al.'s eq. 8), one (i, k) per step.
+    __doc__ = """Plain SGD on the double sum (eq. 6 or Raman et al.'s eq. 8), one (i, k) per step.
 
-    Its gradients are exponential in ``x_iᵀ(w_k − w_{y_i}) − u_i`` (Section 2.2): at large
-    learning rates it overflows; the fit then stops with a ``DivergenceWarning``,
-    ``diverged_ = True`` and the last finite weights.
-
-    Parameters
-    ----------
-    learning_rate : float, η₀ (the authors' code's scale; η_t = η₀ · decay^epoch)
-    n_epochs : int ; decay : float (0.9 in the paper)
+    Its gradients are exponential in ``x_iᵀ(w_k − w_{y_i}) − u_i`` (Section 2.2): at large rates
+    it overflows (``DivergenceWarning``, ``diverged_``, the lowest-loss weights are kept).
+    """ + _SHARED_DOC + """\
     formulation : "proposed" (eq. 6) | "raman" (eq. 8)
-    mu : float ≥ 0, ridge (our scale: the paper's μ/N), with the β_j weights
-    shuffle : "uniform" (paper) | "reshuffle" | "fixed" (authors' code)
-    u_init : None (log K, Algorithm 1) or a number ≥ 0 (the authors' code used 0)
-    random_state, verbose : as usual
+
+    The ridge uses the β_j weights (:func:`sgd_epoch`); u, W are projected onto the Appendix A
+    bounds (:func:`umax_bounds`; infinite for alpha = 0).
 
     Attributes
     ----------
     coef_ (K, D), intercept_ (None), classes_, history_, diverged_, n_epochs_, u_ (N,)
     """
 
-    _delta = np.inf
+    _parameter_constraints = {**_DoubleSumSGD._parameter_constraints,
+                              "formulation": [StrOptions(set(FORMULATIONS))]}
 
-    def __init__(self, learning_rate=0.01, n_epochs=10, formulation="proposed", mu=0.0,
+    def __init__(self, learning_rate=0.01, n_epochs=10, formulation="proposed", alpha=1e-4,
                  decay=0.9, shuffle="uniform", u_init=None, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.formulation = formulation
-        self.mu = mu
+        self.alpha = alpha
         self.decay = decay
         self.shuffle = shuffle
         self.u_init = u_init
@@ -478,67 +520,46 @@ class VanillaSGD(_DoubleSumSGD):
         self.verbose = verbose
 
     def _init_state(self, X, y, rng):
-        if self.formulation not in FORMULATIONS:
-            raise ValueError(f"formulation must be one of {FORMULATIONS}, got {self.formulation!r}")
-        if not (self.mu >= 0):
-            raise ValueError(f"mu must be >= 0, got {self.mu!r}")
         state = super()._init_state(X, y, rng)
-        K = self.classes_.shape[0]
-        state["beta"] = class_weights(y, K)
-        state["b_w"], state["b_u"] = umax_bounds(X, K, float(self.mu))
+        state.b_w, state.b_u = umax_bounds(X, self.classes_.shape[0], float(self.alpha))
         return state
 
-    def _delta_value(self):
-        return self._delta
-
     def _run_epoch(self, state, X, y, epoch, rng):
-        rows, ks = self._draws(rng, y, state["W"].shape[0])
-        sgd_epoch(X.indptr, X.indices, X.data, y, state["W"], state["u"], rows, ks,
-                  self._lr(epoch), self.formulation == "raman", float(self._delta_value()),
-                  float(self.mu), state["beta"], state["b_u"], state["b_w"])
-
-    def fit(self, X, y, eval_set=None):
-        super().fit(X, y, eval_set=eval_set)
-        self.u_ = self._state["u"].copy()
-        return self
+        rows, ks, lr = self._draws(rng, y, state.W.shape[0], epoch)
+        delta = float(getattr(self, "delta", np.inf))  # inf: no u-increase (vanilla SGD)
+        sgd_epoch(X.indptr, X.indices, X.data, state.sqnorm, y, state.W, state.u, rows, ks, lr,
+                  self.formulation == "raman", delta, float(self.alpha), state.beta, state.b_u,
+                  state.b_w)
 
 
 class UMax(VanillaSGD):
     """U-max (Algorithm 1): vanilla SGD plus the u-increase rule with threshold δ and the
     projections onto ``0 ≤ u ≤ B_u``, ``‖w_k‖ ≤ B_W`` (Appendix A).
 
-    With μ = 0 (the paper's experiments) the bounds of Appendix A are infinite (B_W² =
-    2 log K/μ): only ``u ≥ 0`` is enforced. Parameters as :class:`VanillaSGD` plus
-    ``delta`` (δ = 1 in the paper); the default learning rate is larger because the
-    gradients are bounded by ``(K−1)e^δ‖x_i‖``.
+    With alpha = 0 (the paper's experiments) B_W² = 2 log K/alpha is infinite: only ``u ≥ 0``
+    is enforced. Parameters as :class:`VanillaSGD` plus ``delta`` (δ > 0; 1 in the paper); the
+    default learning rate is larger: the gradients are bounded by ``(K−1)e^δ‖x_i‖``.
     """
 
+    _parameter_constraints = {**VanillaSGD._parameter_constraints,
+                              "delta": [Interval(Real, 0, None, closed="neither")]}
+
     def __init__(self, learning_rate=0.1, n_epochs=10, delta=1.0, formulation="proposed",
-                 mu=0.0, decay=0.9, shuffle="uniform", u_init=None, random_state=None,
+                 alpha=1e-4, decay=0.9, shuffle="uniform", u_init=None, random_state=None,
                  verbose=False):
         super().__init__(learning_rate=learning_rate, n_epochs=n_epochs,
-                         formulation=formulation, mu=mu, decay=decay, shuffle=shuffle,
+                         formulation=formulation, alpha=alpha, decay=decay, shuffle=shuffle,
                          u_init=u_init, random_state=random_state, verbose=verbose)
         self.delta = delta
 
-    def _delta_value(self):
-        if not (self.delta > 0 and np.isfinite(self.delta)):
-            raise ValueError(f"delta must be a positive number, got {self.delta!r}")
-        return self.delta
-
 
 class ImplicitSGD(_DoubleSumSGD):
-    """Implicit SGD on the proposed double sum, one datapoint and one class per step
-    (Proposition 4, Appendix F.1), μ = 0.
+    __doc__ = """Implicit SGD on the proposed double sum, one (i, k) per step (Prop. 4, App. F.1).
 
-    Each step solves ``θ⁺ = θ − η∇f_ik(θ⁺)`` exactly (to ``tol`` in ``u_i``): stable for any
-    learning rate (tested from 1e-4 to 1e4).
-
-    Parameters
-    ----------
-    learning_rate, n_epochs, decay, shuffle, u_init, random_state, verbose : as
-        :class:`VanillaSGD`
-    tol : float, ε: the root ``u_i`` is found to ``ε(1 + u_i)``
+    Each step solves ``θ⁺ = θ − η∇f_ik(θ⁺)`` exactly (to ``tol`` in ``u_i``), the ridge of
+    eq. (6) included (:func:`implicit_epoch`): stable for any learning rate (1e-4 to 1e4 tested).
+    """ + _SHARED_DOC + """\
+    tol : float ≥ 0, ε: the root ``u_i`` is found to ``ε(1 + u_i)`` (0: round-off)
     solver : "newton" (default: Halley steps safeguarded by the F.1 bracket, bisection whenever
         a step leaves it; about 2 evaluations of (16) per step) or "bisection" (the paper's
         method, about 35 evaluations at ε = 1e-10). Both find the same root to ~ε.
@@ -548,10 +569,15 @@ class ImplicitSGD(_DoubleSumSGD):
     as :class:`VanillaSGD`, plus ``n_evals_``: evaluations of (16) per step, per epoch.
     """
 
-    def __init__(self, learning_rate=1.0, n_epochs=10, tol=1e-10, solver="newton",
+    _parameter_constraints = {**_DoubleSumSGD._parameter_constraints,
+                              "tol": TOL,
+                              "solver": [StrOptions({"newton", "bisection"})]}
+
+    def __init__(self, learning_rate=1.0, n_epochs=10, alpha=1e-4, tol=1e-10, solver="newton",
                  decay=0.9, shuffle="uniform", u_init=None, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
+        self.alpha = alpha
         self.tol = tol
         self.solver = solver
         self.decay = decay
@@ -560,25 +586,13 @@ class ImplicitSGD(_DoubleSumSGD):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _init_state(self, X, y, rng):
-        if self.solver not in ("bisection", "newton"):
-            raise ValueError(f"solver must be 'bisection' or 'newton', got {self.solver!r}")
-        if not (self.tol > 0):
-            raise ValueError(f"tol must be > 0, got {self.tol!r}")
-        state = super()._init_state(X, y, rng)
-        state["sqnorm"] = np.asarray(X.multiply(X).sum(axis=1)).ravel()
-        state["evals"] = []
-        return state
-
     def _run_epoch(self, state, X, y, epoch, rng):
-        rows, ks = self._draws(rng, y, state["W"].shape[0])
-        ev = implicit_epoch(X.indptr, X.indices, X.data, state["sqnorm"], y, state["W"],
-                            state["u"], rows, ks, self._lr(epoch), float(self.tol),
+        rows, ks, lr = self._draws(rng, y, state.W.shape[0], epoch)
+        ev = implicit_epoch(X.indptr, X.indices, X.data, state.sqnorm, y, state.W, state.u,
+                            rows, ks, lr, float(self.alpha), state.beta, float(self.tol),
                             self.solver == "newton")
-        state["evals"].append(ev / max(rows.shape[0], 1))
+        state.evals.append(ev / max(rows.shape[0], 1))
 
-    def fit(self, X, y, eval_set=None):
-        super().fit(X, y, eval_set=eval_set)
-        self.u_ = self._state["u"].copy()
-        self.n_evals_ = list(self._state["evals"])
-        return self
+    def _finalize(self, state):
+        super()._finalize(state)
+        self.n_evals_ = list(state.evals)
