@@ -1,7 +1,9 @@
-"""MIPS oracles of chapter 5 against NumPy."""
+"""MIPS oracles of chapter 5 against NumPy; their input checks; properties with hypothesis."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from xclib.mips import (ExactMIPS, HNSWMIPS, SimpleLSH, exact_argmax_other, make_oracle,
                         simple_lsh_transform)
@@ -111,3 +113,195 @@ def test_make_oracle_errors():
         SimpleLSH(n_bits=0)
     o = ExactMIPS()
     assert make_oracle(o) is o
+
+
+# ------------------------------------------------------------------ input validation ----------
+ORACLE_FACTORIES = {"exact": ExactMIPS, "simple_lsh": lambda: SimpleLSH(random_state=0),
+                    "hnsw": lambda: HNSWMIPS(ef=20, M=4)}
+
+
+# Calls that used to kill the interpreter (hnswlib with M = 0, numba kernels reading past V)
+# run in ONE fresh interpreter: a segfault there fails these tests instead of ending the run.
+_CRASH_CASES = {
+    **{f"HNSWMIPS({kw})": f"HNSWMIPS({kw}).build(np.ones((5, 3)))" for kw in [
+        "M=0", "M=1", "M=2.5", "ef=0", "ef_construction=0", "num_threads=0", "random_state=-1",
+        "random_state='a'"]},
+    "Memoir(oracle='hnsw', hnsw_M=0)": "Memoir(oracle='hnsw', hnsw_M=0, max_iter=2).fit(Xs, ys)",
+    **{f"{o} index past width": f"{o}.build(V).query(Xpast, np.zeros(3, np.int64))"
+       for o in ("ExactMIPS()", "SimpleLSH()")},
+    **{f"{o} much wider X": f"{o}.build(V).query(sp.csr_matrix(np.ones((3, 7000))), [0, 0, 0])"
+       for o in ("ExactMIPS()", "SimpleLSH()")},
+    **{f"{o} short exclude": f"{o}.build(V).query(sp.csr_matrix(np.ones((3, 8))), [0])"
+       for o in ("ExactMIPS()", "SimpleLSH()")},
+}
+_CRASH_SCRIPT = """
+import numpy as np, scipy.sparse as sp
+from xclib.mips import ExactMIPS, HNSWMIPS, SimpleLSH
+from xclib.memoir import Memoir, make_prototype_data
+Xs, ys = make_prototype_data(60, 20, 4, nnz_per_row=4, random_state=0)
+V = np.random.default_rng(0).standard_normal((50, 8))
+Xpast = sp.csr_matrix((np.ones(3), np.array([5, 10**6, 7]), np.arange(4)), shape=(3, 8))
+for label, call in CASES.items():
+    print(label, "::", end=" ", flush=True)
+    try:
+        eval(call)
+        print("answered", flush=True)
+    except ValueError as e:
+        print("refused:", str(e).replace(chr(10), " "), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def crash_run():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", f"CASES = {_CRASH_CASES!r}" + _CRASH_SCRIPT],
+                          capture_output=True, text=True, timeout=600)
+    lines = dict(line.split(" :: ", 1) for line in proc.stdout.splitlines() if " :: " in line)
+    return proc, lines
+
+
+@pytest.mark.parametrize("label,match", [
+    ("HNSWMIPS(M=0)", "M must be an int >= 2"), ("HNSWMIPS(M=1)", "M must be an int >= 2"),
+    ("HNSWMIPS(M=2.5)", "M must be an int"), ("HNSWMIPS(ef=0)", "ef must be"),
+    ("HNSWMIPS(ef_construction=0)", "ef_construction must be"),
+    ("HNSWMIPS(num_threads=0)", "num_threads must be"),
+    ("HNSWMIPS(random_state=-1)", "random_state"), ("HNSWMIPS(random_state='a')", "random_state"),
+    ("Memoir(oracle='hnsw', hnsw_M=0)", "'hnsw_M' parameter"),
+    ("ExactMIPS() index past width", "column index outside"),
+    ("SimpleLSH() index past width", "column index outside"),
+    ("ExactMIPS() much wider X", "7000 columns"), ("SimpleLSH() much wider X", "7000 columns"),
+    ("ExactMIPS() short exclude", "1 entries but X has 3 rows"),
+    ("SimpleLSH() short exclude", "1 entries but X has 3 rows"),
+])
+def test_crash_prone_calls_are_refused_in_a_fresh_interpreter(crash_run, label, match):
+    proc, lines = crash_run
+    assert label in lines, (
+        f"the interpreter died before or during {label!r}: exit code {proc.returncode} "
+        f"(negative: killed by a signal)\nstderr: {proc.stderr[-2000:]}")
+    assert lines[label].startswith("refused:") and match in lines[label], lines[label]
+
+
+def _bad_queries(D=6, n=4):
+    """(label, X, exclude, expected message) for queries the kernels must never see."""
+    rng = np.random.default_rng(0)
+    good = sp.csr_matrix(rng.random((n, D)))
+    ex = np.zeros(n, np.int64)
+    past = sp.csr_matrix((np.ones(n), np.full(n, D + 40), np.arange(n + 1)), shape=(n, D))
+    return [
+        ("index past V's width", past, ex, "column index outside"),
+        ("wider X", sp.hstack([good, good]).tocsr(), ex, "columns"),
+        ("slightly wrong width", good[:, :D - 1], ex, "columns"),
+        ("exclude too short", good, ex[:-1], "one excluded class per query"),
+        ("exclude too long", good, np.zeros(n + 3, np.int64), "one excluded class per query"),
+        ("exclude float", good, ex.astype(float) + 0.5, "integer"),
+        ("exclude out of range", good, ex + 99, "outside"),
+        ("exclude negative", good, ex - 1, "outside"),
+        ("exclude 2-D", good, ex[:, None], "1-D"),
+        ("NaN in X", sp.csr_matrix(np.where(good.toarray() > 0.5, np.nan, 1.0)), ex, "NaN"),
+        ("1-D X", np.ones(D), ex[:1], "2-D"),
+    ]
+
+
+@pytest.mark.parametrize("oracle", sorted(ORACLE_FACTORIES))
+def test_oracles_refuse_bad_queries_before_the_kernel(oracle):
+    V = np.random.default_rng(1).standard_normal((5, 6))
+    o = ORACLE_FACTORIES[oracle]().build(V)
+    for label, X, ex, match in _bad_queries():
+        with pytest.raises(ValueError, match=match):
+            o.query(X, ex)
+        assert label
+
+
+def test_kernel_guard_catches_what_bypasses_the_oracle():
+    V, X, y = _data(K=10, D=5, n=4)
+    with pytest.raises(ValueError, match="exclude"):
+        exact_argmax_other(X.indptr, X.indices, X.data, y[:2], V)
+    bad = X.indices.copy()
+    bad[0] = 500
+    with pytest.raises(ValueError, match="column indices"):
+        exact_argmax_other(X.indptr, bad, X.data, y, V)
+
+
+@pytest.mark.parametrize("oracle", sorted(ORACLE_FACTORIES))
+def test_oracles_check_weights_updates_and_detach(oracle):
+    o = ORACLE_FACTORIES[oracle]()
+    with pytest.raises(ValueError, match="call build"):
+        o.query(sp.csr_matrix(np.ones((1, 3))), [0])
+    for V, match in [(np.ones((1, 3)), "K >= 2"), (np.ones(3), "2-D"),
+                     (np.full((3, 2), np.nan), "NaN"), (np.array([["a", "b"]] * 3), "real")]:
+        with pytest.raises(ValueError, match=match):
+            o.build(V)
+    V = np.random.default_rng(0).standard_normal((6, 4))
+    o.build(V)
+    with pytest.raises(ValueError, match="shape"):
+        o.update(np.ones((6, 5)), [0])
+    with pytest.raises(ValueError, match="outside"):
+        o.update(V, [6])
+    o.query(sp.csr_matrix(np.ones((2, 4))), [0, 1])
+    n_ip = o.n_inner_products
+    o.detach()
+    assert all(not isinstance(v, np.ndarray) or v.size < 8 for v in vars(o).values())
+    assert o.n_inner_products == n_ip
+    with pytest.raises(ValueError, match="call build"):
+        o.query(sp.csr_matrix(np.ones((1, 4))), [0])
+
+
+def test_simple_lsh_parameters():
+    for kw, match in [(dict(n_bits=0), "n_bits"), (dict(n_bits=1.5), "n_bits"),
+                      (dict(n_candidates=0), "n_candidates")]:
+        with pytest.raises(ValueError, match=match):
+            SimpleLSH(**kw)
+
+
+# ------------------------------------------------------------------ properties (hypothesis) ---
+
+_SETTINGS = settings(max_examples=60, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def _problems(draw, max_K=25, max_D=12, max_n=10):
+    """Integer-valued V and X (sums are exact, so ties are real ties) and valid excludes."""
+    K = draw(st.integers(2, max_K))
+    D = draw(st.integers(1, max_D))
+    n = draw(st.integers(0, max_n))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    V = rng.integers(-3, 4, (K, D)).astype(float)
+    dense = rng.integers(-2, 3, (n, D)) * (rng.random((n, D)) < draw(st.floats(0.1, 1.0)))
+    X = sp.csr_matrix(dense.astype(float), shape=(n, D))
+    exclude = rng.integers(0, K, n)
+    order = draw(st.sampled_from(["C", "F"]))
+    return np.asarray(V, order=order), X, exclude
+
+
+@_SETTINGS
+@given(_problems())
+def test_property_exact_is_brute_force_argmax(problem):
+    V, X, ex = problem
+    r, s = ExactMIPS().build(V).query(X, ex)
+    if X.shape[0] == 0:
+        assert r.shape == (0,) and s.shape == (0,)
+        return
+    r0, s0 = _numpy_argmax(V, X, ex)
+    np.testing.assert_array_equal(r, r0)
+    np.testing.assert_array_equal(s, s0)
+
+
+@_SETTINGS
+@given(_problems(), st.sampled_from(["simple_lsh", "hnsw"]), st.integers(1, 70))
+def test_property_inexact_oracles_return_valid_non_excluded_rows(problem, oracle, knob):
+    V, X, ex = problem
+    o = (SimpleLSH(n_bits=knob, n_candidates=1 + knob % 5, random_state=knob)
+         if oracle == "simple_lsh" else HNSWMIPS(ef=knob, M=2 + knob % 6, random_state=knob))
+    o.build(V)
+    r, s = o.query(X, ex)
+    K = V.shape[0]
+    assert r.shape == (X.shape[0],) and r.dtype == np.int64
+    assert np.all((r >= 0) & (r < K)) and np.all(r != ex)
+    if X.shape[0]:
+        exact = np.asarray(X.multiply(V[r]).sum(axis=1)).ravel()
+        np.testing.assert_allclose(s, exact, atol=1e-9)     # the reported score is r's
+        assert np.all(s <= _numpy_argmax(V, X, ex)[1] + 1e-9)

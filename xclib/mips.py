@@ -15,6 +15,11 @@ optional ``(rows, coefs, qpos)`` triple saying the change was purely additive,
 ``V[rows[k]] += coefs[k] * X_last[qpos[k]]`` with ``X_last`` the last query batch; an oracle may
 use it to update in O(bits) instead of O(D) (SimpleLSH does).
 
+Every oracle checks its inputs (``V`` finite, K >= 2; queries with exactly D columns and
+indices in [0, D); ``exclude`` integers in [0, K), one per query) before a kernel could read
+out of bounds, with a ``ValueError`` naming the argument. ``detach()`` drops an oracle's index
+and weights, keeping its parameters and counters.
+
 Oracles
 -------
 :class:`ExactMIPS`  brute force over all K rows in numba: ``K·nnz(x)`` per query.
@@ -32,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ._numba import sparse_row_dot
+from .base import as_csr, as_generator
 
 __all__ = ["ExactMIPS", "SimpleLSH", "HNSWMIPS", "make_oracle", "simple_lsh_transform",
            "exact_argmax_other", "ORACLES"]
@@ -40,20 +45,41 @@ __all__ = ["ExactMIPS", "SimpleLSH", "HNSWMIPS", "make_oracle", "simple_lsh_tran
 
 # ------------------------------------------------------------------ kernels -----------------
 @njit(cache=True, nogil=True)
+def _check_kernel_args(indptr, indices, exclude, K, D):
+    """O(nnz + n) bounds check shared by the query kernels (they index V without checks)."""
+    n = indptr.shape[0] - 1
+    if exclude.shape[0] != n:
+        raise ValueError("exclude must have one entry per query row")
+    if indptr[0] != 0 or indptr[n] > indices.shape[0]:
+        raise ValueError("indptr is inconsistent with indices")
+    for i in range(n):
+        if indptr[i + 1] < indptr[i] or exclude[i] < 0 or exclude[i] >= K:
+            raise ValueError("indptr must not decrease and exclude must lie in [0, K)")
+    for p in range(indptr[n]):
+        if indices[p] < 0 or indices[p] >= D:
+            raise ValueError("column indices must lie in [0, D)")
+
+
+@njit(cache=True, nogil=True)
 def exact_argmax_other(indptr, indices, data, exclude, V):
     """Exact ``argmax_{r != exclude[i]} x_i · V[r]`` for each CSR row ``x_i``.
 
     The margin's maximisation of eq. (1) of Belyy, by brute force: ``K · nnz(x_i)``
     multiply-adds per row, no N × K matrix is formed. Ties go to the smallest index. Fast when
-    ``V`` is column-major (``V = VT.T`` for a C-ordered D × K ``VT``, as :class:`~xclib.memoir.Memoir`
-    stores it): the inner loop then runs over K contiguous numbers.
+    ``V`` is column-major (``V = VT.T`` for a C-ordered D × K ``VT``, as
+    :class:`~xclib.memoir.Memoir` stores it): the inner loop then runs over K contiguous numbers.
+
+    Raises ``ValueError`` (before any arithmetic) when ``exclude`` does not have one entry per
+    row or a column index or an ``exclude`` entry is out of range: a last line of defence, the
+    oracles validate with clearer messages first.
 
     Returns
     -------
     r : (n,) int64, s : (n,) float64 (the maximal score)
     """
     n = indptr.shape[0] - 1
-    K = V.shape[0]
+    K, D = V.shape
+    _check_kernel_args(indptr, indices, exclude, K, D)
     r = np.empty(n, np.int64)
     s = np.empty(n, np.float64)
     scores = np.empty(K)
@@ -78,8 +104,8 @@ def exact_argmax_other(indptr, indices, data, exclude, V):
 def simple_lsh_transform(W, x=None):
     """The SimpleLSH reduction of MIPS to cosine similarity (Neyshabur & Srebro 2015, §4).
 
-    ``P(w) = [w / M, sqrt(1 − ‖w‖²/M²)]`` with ``M = max_r ‖w_r‖`` and ``Q(x) = [x/‖x‖, 0]``, so
-    ``Q(x)·P(w) = x·w / (M‖x‖)`` and every ``P(w)`` has unit norm: the inner product becomes a
+    ``P(w) = [w / M, sqrt(1 − ‖w‖²/M²)]`` with ``M = max_r ‖w_r‖`` and ``Q(x) = [x/‖x‖, 0]``,
+    so ``Q(x)·P(w) = x·w / (M‖x‖)`` and every ``P(w)`` has unit norm: the inner product becomes a
     monotone function of the angle. Dense NumPy; used by the tests and the notebook.
     """
     W = np.asarray(W, dtype=np.float64)
@@ -141,6 +167,7 @@ def _project_queries(indptr, indices, data, A):
     """``A^T x`` for each CSR row: O(nnz(x) · bits). The query's padding coordinate is 0."""
     n = indptr.shape[0] - 1
     B = A.shape[1]
+    _check_kernel_args(indptr, indices, np.zeros(n, np.int64), 1, A.shape[0])
     out = np.zeros((n, B))
     for i in range(n):
         for p in range(indptr[i], indptr[i + 1]):
@@ -160,6 +187,7 @@ def _lsh_query(indptr, indices, data, exclude, qcodes, codes, n_cand, V):
     """
     n = indptr.shape[0] - 1
     K, n_words = codes.shape
+    _check_kernel_args(indptr, indices, exclude, K, V.shape[1])
     n_bits = n_words * 64
     r = np.empty(n, np.int64)
     s = np.empty(n, np.float64)
@@ -233,19 +261,119 @@ def _lsh_recompute_rows(P, rows, V, A):
                     P[r, b] += v * A[j, b]
 
 
+# ------------------------------------------------------------------ validation --------------
+def _check_weights(V, who):
+    """``V`` as a finite float64 (K, D) array with K >= 2 (no copy when it already is one)."""
+    V = np.asarray(V)
+    if V.ndim != 2:
+        raise ValueError(f"{who}.build: V must be a 2-D (K, D) array, got shape {V.shape}")
+    if V.dtype.kind not in "iuf":
+        raise ValueError(f"{who}.build: V must hold real numbers, got dtype {V.dtype}")
+    K, D = V.shape
+    if K < 2 or D < 1:
+        raise ValueError(f"{who}.build: V needs K >= 2 rows (the oracle returns a row other "
+                         f"than the excluded one) and D >= 1 columns, got shape {V.shape}")
+    if V.dtype != np.float64:
+        V = V.astype(np.float64)
+    if not np.all(np.isfinite(V)):
+        raise ValueError(f"{who}.build: V contains NaN or infinite values")
+    return V
+
+
+def _check_queries(X, exclude, K, D, who):
+    """Validate a query batch against an index of K rows of width D.
+
+    Returns ``(X, exclude)``: ``X`` canonical CSR float64 with exactly ``D`` columns, column
+    indices in [0, D) and finite values; ``exclude`` a contiguous int64 vector with one entry
+    in [0, K) per row of ``X``. Anything else is a ``ValueError`` naming the argument, raised
+    before a kernel could read out of bounds.
+    """
+    if not sp.issparse(X) and np.ndim(X) != 2:
+        raise ValueError(f"{who}.query: X must be 2-D (n, D), got {np.ndim(X)}-D")
+    if sp.issparse(X) and X.ndim != 2:
+        raise ValueError(f"{who}.query: X must be 2-D (n, D)")
+    X = as_csr(X)
+    if X.shape[1] != D:
+        raise ValueError(f"{who}.query: X has {X.shape[1]} columns but the index was built "
+                         f"on V with D = {D} columns")
+    if X.nnz and (int(X.indices.min()) < 0 or int(X.indices.max()) >= D):
+        raise ValueError(f"{who}.query: X has a column index outside [0, {D}) (a CSR matrix "
+                         f"whose indices do not fit its shape)")
+    if not np.all(np.isfinite(X.data)):
+        raise ValueError(f"{who}.query: X contains NaN or infinite values")
+    ex = np.asarray(exclude)
+    if ex.ndim != 1:
+        raise ValueError(f"{who}.query: exclude must be 1-D (one class per query), got "
+                         f"shape {ex.shape}")
+    if ex.shape[0] != X.shape[0]:
+        raise ValueError(f"{who}.query: exclude has {ex.shape[0]} entries but X has "
+                         f"{X.shape[0]} rows (one excluded class per query)")
+    if ex.dtype.kind not in "iu":
+        raise ValueError(f"{who}.query: exclude must hold integer class indices, got dtype "
+                         f"{ex.dtype}")
+    if ex.size and (int(ex.min()) < 0 or int(ex.max()) >= K):
+        raise ValueError(f"{who}.query: exclude has a class index outside [0, {K})")
+    return X, np.ascontiguousarray(ex, dtype=np.int64)
+
+
+def _check_rows(rows, K, who):
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
+        raise ValueError(f"{who}.update: rows must be a 1-D vector of integer row indices")
+    rows = rows.astype(np.int64)
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= K):
+        raise ValueError(f"{who}.update: rows has an index outside [0, {K})")
+    return rows
+
+
+def _check_int(value, name, low, who, none_ok=False):
+    if value is None and none_ok:
+        return None
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+            or value < low):
+        raise ValueError(f"{who}: {name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+class _Oracle:
+    """What the three oracles share: input checks, counters and :meth:`detach`."""
+
+    name = ""
+    _index_attrs = ("V",)
+
+    def _built(self):
+        if getattr(self, "V", None) is None:
+            raise ValueError(f"{type(self).__name__} has no index: call build(V) first")
+        return self.V.shape
+
+    def _queries(self, X, exclude):
+        K, D = self._built()
+        return _check_queries(X, exclude, K, D, type(self).__name__)
+
+    def _check_update(self, V, rows):
+        K, D = self._built()
+        if np.shape(V) != (K, D):
+            raise ValueError(f"{type(self).__name__}.update: V has shape {np.shape(V)}, the "
+                             f"index was built on shape {(K, D)}")
+        return _check_rows(rows, K, type(self).__name__)
+
+    def detach(self):
+        """Drop the index and the weights (keep parameters and counters); return self.
+
+        A detached oracle answers no query until :meth:`build` is called again. ``Memoir``
+        detaches its oracle at the end of ``fit``, so ``oracle_`` costs a few bytes.
+        """
+        for attr in self._index_attrs:
+            if hasattr(self, attr):
+                setattr(self, attr, None)
+        return self
+
+
 # ------------------------------------------------------------------ oracles -----------------
-def _csr(X):
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    return X
-
-
-class ExactMIPS:
+class ExactMIPS(_Oracle):
     """Brute-force MIPS (the exact margin): ``K · nnz(x)`` work and ``K − 1`` inner products per
-    query. Holds a reference to a column-major ``V``, so updates are free (a C-ordered ``V`` is
-    copied once and its changed rows copied on update)."""
+    query. Holds a reference to a column-major float64 ``V``, so updates are free (any other
+    ``V`` is copied once and its changed rows copied on update)."""
 
     name = "exact"
 
@@ -254,37 +382,41 @@ class ExactMIPS:
         self.n_queries = 0
 
     def build(self, V, row_sq=None):
-        # keep a reference when V is column-major (Memoir's layout), else a column-major copy
-        self._copy = not V.flags.f_contiguous
+        """Index the K rows of ``V`` (K × D, K >= 2)."""
+        V0 = V
+        V = _check_weights(V, "ExactMIPS")
+        # keep a reference when V is column-major float64 (Memoir's layout), else a copy
+        self._copy = V is not V0 or not V.flags.f_contiguous
         self.V = np.asfortranarray(V)
         return self
 
     def query(self, X, exclude):
-        X = _csr(X)
-        exclude = np.asarray(exclude, dtype=np.int64)
+        """``(r, s)``: the exact ``argmax_{r != exclude[i]} x_i · v_r`` and its score."""
+        X, exclude = self._queries(X, exclude)
         r, s = exact_argmax_other(X.indptr, X.indices, X.data, exclude, self.V)
         self.n_queries += X.shape[0]
         self.n_inner_products += X.shape[0] * (self.V.shape[0] - 1)
         return r, s
 
     def update(self, V, rows, row_sq=None, linear=None):
+        """Follow the changed ``rows`` of ``V``."""
+        rows = self._check_update(V, rows)
         if self._copy:
-            rows = np.asarray(rows, dtype=np.int64)
             self.V[rows] = V[rows]
         else:
             self.V = V
 
 
-class SimpleLSH:
+class SimpleLSH(_Oracle):
     """SimpleLSH (Neyshabur & Srebro 2015) with Hamming ranking and exact re-scoring.
 
     Parameters
     ----------
-    n_bits : int
+    n_bits : int >= 1
         Hash length (the paper used 64).
-    n_candidates : int or None
-        Rows re-scored exactly per query; None: ``max(16, K // 100)``.
-    random_state : int, Generator or None
+    n_candidates : int >= 1 or None
+        Rows re-scored exactly per query (at most K − 1); None: ``max(16, K // 100)``.
+    random_state : None, int or Generator
         Seeds the Gaussian projection directions.
 
     ``n_inner_products`` counts exact re-scorings; ``n_hamming`` counts code comparisons
@@ -293,12 +425,12 @@ class SimpleLSH:
     """
 
     name = "simple_lsh"
+    _index_attrs = ("V", "A", "a_pad", "P", "row_sq", "codes", "_qproj")
 
     def __init__(self, n_bits=64, n_candidates=None, random_state=0):
-        if int(n_bits) < 1:
-            raise ValueError(f"n_bits must be >= 1, got {n_bits}")
-        self.n_bits = int(n_bits)
-        self.n_candidates = n_candidates
+        self.n_bits = _check_int(n_bits, "n_bits", 1, "SimpleLSH")
+        self.n_candidates = _check_int(n_candidates, "n_candidates", 1, "SimpleLSH",
+                                       none_ok=True)
         self.random_state = random_state
         self.n_inner_products = 0
         self.n_hamming = 0
@@ -306,8 +438,8 @@ class SimpleLSH:
         self.n_queries = 0
 
     def build(self, V, row_sq=None):
-        from .base import as_generator
-
+        """Draw the projections and hash the K rows of ``V`` (O(K·D·bits))."""
+        V = _check_weights(V, "SimpleLSH")
         rng = as_generator(self.random_state)
         K, D = V.shape
         G = rng.standard_normal((D + 1, self.n_bits))
@@ -318,6 +450,7 @@ class SimpleLSH:
         self.row_sq = np.einsum("ij,ij->i", V, V) if row_sq is None else row_sq
         n_words = (self.n_bits + 63) // 64
         self.codes = np.zeros((K, n_words), np.uint64)
+        self._qproj = None
         self._recode()
         nc = self.n_candidates
         self._n_cand = max(1, min(K - 1, max(16, K // 100) if nc is None else int(nc)))
@@ -329,8 +462,8 @@ class SimpleLSH:
         _lsh_codes(self.P, self.row_sq, M, self.a_pad, self.codes)
 
     def query(self, X, exclude):
-        X = _csr(X)
-        exclude = np.asarray(exclude, dtype=np.int64)
+        """``(r, s)``: the best re-scored candidate ``!= exclude[i]`` and its exact score."""
+        X, exclude = self._queries(X, exclude)
         qproj = _project_queries(X.indptr, X.indices, X.data, self.A)
         qcodes = np.zeros((X.shape[0], self.codes.shape[1]), np.uint64)
         _pack_signs(qproj, qcodes)
@@ -346,49 +479,84 @@ class SimpleLSH:
     def update(self, V, rows, row_sq=None, linear=None):
         """Follow changed rows: O(bits) per additive update, else O(D + nnz · bits) per row;
         then re-code all K rows (O(K · bits)) since the largest norm M may have moved."""
+        rows = self._check_update(V, rows)
+        if linear is not None:
+            lr, lc, lq = (np.asarray(a) for a in linear)
+            if not (lr.shape == lc.shape == lq.shape and lr.ndim == 1):
+                raise ValueError("SimpleLSH.update: linear must be three 1-D arrays of one "
+                                 "length (rows, coefs, query positions)")
+            lr = _check_rows(lr, V.shape[0], "SimpleLSH")
+            nq = 0 if self._qproj is None else self._qproj.shape[0]
+            if lq.size and (lq.dtype.kind not in "iu" or int(lq.min()) < 0
+                            or int(lq.max()) >= nq):
+                raise ValueError(f"SimpleLSH.update: linear query positions must index the "
+                                 f"last query batch ({nq} rows)")
         self.V = V
         if row_sq is not None:
             self.row_sq = row_sq
         else:
-            rows = np.asarray(rows, dtype=np.int64)
             self.row_sq[rows] = np.einsum("ij,ij->i", V[rows], V[rows])
         if linear is not None:
-            lr, lc, lq = linear
-            _lsh_linear_update(self.P, np.asarray(lr, np.int64), np.asarray(lc, np.float64),
+            _lsh_linear_update(self.P, lr, np.asarray(lc, np.float64),
                                np.asarray(lq, np.int64), self._qproj)
         else:
-            _lsh_recompute_rows(self.P, np.asarray(rows, np.int64), V, self.A)
+            _lsh_recompute_rows(self.P, rows, V, self.A)
         self._recode()
 
 
-class HNSWMIPS:
+class HNSWMIPS(_Oracle):
     """Graph MIPS through ``hnswlib`` (inner-product space), rows updated in place.
 
+    Parameters
+    ----------
+    ef : int >= 1
+        Search breadth (hnswlib's ``ef``; at least 2 is used, since two neighbours are asked).
+    M : int >= 2
+        Graph degree (hnswlib's ``M``; 0 crashes hnswlib and 1 fails, so both are refused here).
+    ef_construction : int >= 1
+        Search breadth while inserting.
+    random_state : None, int >= 0 or Generator
+        hnswlib's level-assignment seed.
+    num_threads : int >= 1
+
     hnswlib does not expose how many distances a search computes, so ``n_inner_products``
-    counts only the exact re-scoring of the ``k`` returned neighbours; its cost is measured in
-    wall time (see the benchmark). Queries are densified in batches (hnswlib takes dense
-    float32), which costs O(D) per query.
+    counts only the exact re-scoring of the returned neighbour; its cost is measured in wall
+    time (see the benchmark). Queries are densified in batches (hnswlib takes dense float32),
+    which costs O(D) per query. All parameters are checked here, before hnswlib sees them.
     """
 
     name = "hnsw"
+    _index_attrs = ("V", "index")
 
     def __init__(self, ef=100, M=16, ef_construction=200, random_state=0, num_threads=1):
-        self.ef = int(ef)
-        self.M = int(M)
-        self.ef_construction = int(ef_construction)
+        who = "HNSWMIPS"
+        self.ef = _check_int(ef, "ef", 1, who)
+        self.M = _check_int(M, "M", 2, who)
+        self.ef_construction = _check_int(ef_construction, "ef_construction", 1, who)
+        if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+            _check_int(random_state, "random_state", 0, who)
+        elif not (random_state is None or isinstance(random_state, np.random.Generator)):
+            raise ValueError(f"{who}: random_state must be None, an int >= 0 or a "
+                             f"numpy.random.Generator, got {random_state!r}")
         self.random_state = random_state
-        self.num_threads = int(num_threads)
+        self.num_threads = _check_int(num_threads, "num_threads", 1, who)
         self.n_inner_products = 0
         self.n_queries = 0
 
+    def _seed(self):
+        if isinstance(self.random_state, (int, np.integer)):
+            return int(self.random_state)
+        return int(as_generator(self.random_state).integers(2**31))
+
     def build(self, V, row_sq=None):
+        """Insert the K rows of ``V`` into a fresh graph."""
         import hnswlib
 
+        V = _check_weights(V, "HNSWMIPS")
         K, D = V.shape
-        seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
         self.index = hnswlib.Index(space="ip", dim=D)
         self.index.init_index(max_elements=K, ef_construction=self.ef_construction, M=self.M,
-                              random_seed=int(seed))
+                              random_seed=self._seed())
         self.index.set_num_threads(self.num_threads)
         self.index.add_items(np.asarray(V, np.float32), np.arange(K))
         self.index.set_ef(max(self.ef, 2))
@@ -396,13 +564,12 @@ class HNSWMIPS:
         return self
 
     def query(self, X, exclude):
-        X = _csr(X)
-        exclude = np.asarray(exclude, dtype=np.int64)
+        """``(r, s)``: the best of the two nearest graph neighbours ``!= exclude[i]``."""
+        X, exclude = self._queries(X, exclude)
         K = self.V.shape[0]
-        k = min(2, K)
-        labels, _ = self.index.knn_query(np.asarray(X.toarray(), np.float32), k=k)
+        labels, _ = self.index.knn_query(np.asarray(X.toarray(), np.float32), k=2)
         labels = labels.astype(np.int64)
-        r = np.where(labels[:, 0] == exclude, labels[:, k - 1], labels[:, 0])
+        r = np.where(labels[:, 0] == exclude, labels[:, 1], labels[:, 0])
         r = np.where(r == exclude, (exclude + 1) % K, r)
         s = np.asarray(X.multiply(self.V[r]).sum(axis=1)).ravel()
         self.n_queries += X.shape[0]
@@ -410,7 +577,8 @@ class HNSWMIPS:
         return r, s
 
     def update(self, V, rows, row_sq=None, linear=None):
-        rows = np.asarray(rows, dtype=np.int64)
+        """Re-insert the changed ``rows`` of ``V`` (hnswlib replaces an existing label)."""
+        rows = self._check_update(V, rows)
         self.V = V
         if rows.size:
             self.index.add_items(np.asarray(V[rows], np.float32), rows)
