@@ -51,8 +51,39 @@ def test_notebook_has_parameters_cell(path):
                         assigned[target.id] = ast.literal_eval(node.value)
                     except ValueError:
                         assigned[target.id] = ...
-    assert assigned.get("scale") == "ci", f"{path.relative_to(ROOT)}: parameters need scale = \"ci\""
+    assert assigned.get("scale") == "book", (
+        f"{path.relative_to(ROOT)}: parameters need scale = \"book\"")
     assert "results_path" in assigned, f"{path.relative_to(ROOT)}: parameters need results_path"
+
+
+#: words that speak of how the project is organised, not of the book's subject
+ORGANISATION = re.compile(
+    r"\b(CI|issues?|helpers?|the lead|lead.s|sessions?|TODO|FIXME|committed|make test|"
+    r"tests/references|pull request|this repository|closing note)\b")
+#: phrases where one of those words speaks of the subject
+ORGANISATION_OK = re.compile(r"Jupyter session|live session|at issue|session of the kernel")
+
+
+def _reader_text(path):
+    """What a reader sees of a page: markdown, and code with its comments."""
+    if path.suffix == ".ipynb":
+        nb = nbformat.read(path, as_version=4)
+        return [(i, c.source) for i, c in enumerate(nb.cells)
+                if "parameters" not in c.get("metadata", {}).get("tags", [])]
+    return [(0, path.read_text())]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb"))
+                         + sorted((ROOT / "book").glob("*.md")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_speak_of_their_subject_only(path):
+    found = []
+    for cell, text in _reader_text(path):
+        text = ORGANISATION_OK.sub("", text)
+        for m in ORGANISATION.finditer(text):
+            found.append(f"cell {cell}: …{text[max(0, m.start() - 40):m.end() + 20]!r}…")
+    assert not found, (f"{path.relative_to(ROOT)} speaks of how the project is organised:\n"
+                       + "\n".join(found[:20]))
 
 
 def test_toc_entries_exist():

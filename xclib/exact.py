@@ -92,10 +92,11 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
 
     Notes
     -----
-    The problem is solved in the scaled variables ``V = s·W`` with ``s`` the largest row norm
-    of ``X`` (rows ``x/s``, ridge ``alpha/s²``): the same minimiser, but L-BFGS's first step is
-    well scaled whatever the units of the features (features of size 1e50 otherwise stop it
-    at iteration 0).
+    When the largest row norm ``s`` of ``X`` is far from 1 (above 1e4 or below 1e-4), the
+    problem is solved in the scaled variables ``V = s·W`` (rows ``x/s``, ridge ``alpha/s²``):
+    the same minimiser, but L-BFGS's first steps are well scaled whatever the units of the
+    features (features of size 1e50 otherwise stop it at iteration 0). Rows of ordinary size
+    are left as they are, so the iterates are those of the plain problem.
 
     Attributes
     ----------
@@ -175,7 +176,7 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
 
 
 def _row_scale(X):
-    """Largest row L2 norm of CSR ``X`` (1.0 for an all-zero matrix)."""
+    """Largest row L2 norm of CSR ``X`` when it lies outside [1e-4, 1e4], else 1.0."""
     if X.nnz == 0:
         return 1.0
     m = float(np.max(np.abs(X.data)))
@@ -184,4 +185,6 @@ def _row_scale(X):
     v = X.data / m  # no overflow for features near the float range
     sq = np.add.reduceat(v * v, X.indptr[:-1][np.diff(X.indptr) > 0])
     s = m * float(np.sqrt(sq.max()))
-    return s if np.isfinite(s) and s > 0.0 else 1.0
+    if not (np.isfinite(s) and s > 0.0) or 1e-4 <= s <= 1e4:
+        return 1.0
+    return s
