@@ -1,6 +1,8 @@
 """Tests of xclib.augment_reduce (Ruiz et al. 2018): noise models, bounds, unbiasedness of the
 reduced estimators, the lazy adaptive step, and the estimator."""
 import itertools
+import pickle
+import warnings
 import math
 
 import numpy as np
@@ -10,10 +12,13 @@ from scipy import integrate, special, stats
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib import augment_reduce as ar
-from xclib.augment_reduce import AugmentReduce
+from xclib.augment_reduce import AugmentReduce, Model
+from xclib.augment_reduce.bounds import _log_joint_row
+from xclib.base import DivergenceWarning
 from xclib.exact import SoftmaxRegression
+from xclib.metrics import softmax_loss_and_error
 
-SOFTMAX, PROBIT, LOGISTIC, OVE = 0, 1, 2, 3
+SOFTMAX, PROBIT, LOGISTIC, OVE = Model.SOFTMAX, Model.PROBIT, Model.LOGISTIC, Model.OVE
 
 
 # -- noise models against scipy --------------------------------------------------------------
@@ -43,7 +48,7 @@ def test_noise_models_match_scipy():
 # -- bounds ------------------------------------------------------------------------------------
 def _log_p_quad(model, psi, y):
     """log of eq. (5) by adaptive quadrature."""
-    f = lambda e: math.exp(ar._log_joint_row(model, psi, y, e))  # noqa: E731
+    f = lambda e: math.exp(_log_joint_row(model, psi, y, e))  # noqa: E731
     val, _ = integrate.quad(f, -40, 60, limit=400, points=[0.0, 5.0])
     return math.log(val)
 
@@ -78,7 +83,7 @@ def test_noise_elbo_below_log_likelihood(model):
         mu, sig = rng.normal(1, 1), rng.uniform(0.3, 2.0)
         u = rng.standard_normal(20000) if model == PROBIT else rng.logistic(size=20000)
         e = mu + sig * u
-        vals = np.array([ar._log_joint_row(model, psi, y, v) for v in e])
+        vals = np.array([_log_joint_row(model, psi, y, v) for v in e])
         elbo = vals.mean() + ar.entropy(model, sig)
         assert elbo <= logp + 3 * vals.std() / math.sqrt(len(vals))
 
@@ -230,7 +235,7 @@ def test_noise_scale_step_includes_entropy_gradient():
 
     def one_sample(gamma):
         sig = np.log1p(np.exp(gamma))
-        return ar._log_joint_row(PROBIT, psi, y, mu0 + sig * u) + ar.entropy(PROBIT, sig)
+        return _log_joint_row(PROBIT, psi, y, mu0 + sig * u) + ar.entropy(PROBIT, sig)
 
     mu, gamma = np.array([mu0]), np.array([gamma0])
     ar.noise_local_step(PROBIT, np.array([psi[y]]), psi[S], mu, gamma, np.array([0]),
@@ -254,20 +259,33 @@ def test_ove_coefficients_unbiased():
         elbos.append(elbo[0])
     assert np.mean(elbos) == pytest.approx(ar.ove_bound(psi, y))
 
+# -- the global step: lazy RMS state equals the dense recursion; the ridge is unbiased ----------
+def _step_buffers(K, D, B, m):
+    return dict(G=np.zeros((K, D)), Gb=np.zeros(K), sW=np.full((K, D), -1.0),
+                sb=np.full((K, 1), -1.0), stampW=np.zeros((K, D), np.int64),
+                stampb=np.zeros((K, 1), np.int64), touched=np.empty(B * (m + 1) * D, np.int64),
+                touched_b=np.empty(B * (m + 1), np.int64))
 
-# -- the global step: lazy RMS state equals the dense recursion -------------------------------
-def test_global_step_matches_dense_recursion():
+
+def _global_step(X, batch, y, S, C, W, b, buf, t, rho, inv_count, ridge_y, ridge_S):
+    ar.global_step(X.indptr, X.indices, X.data, batch, y, S, C, W, b, buf["G"], buf["Gb"],
+                   buf["sW"], buf["sb"], buf["stampW"], buf["stampb"], buf["touched"],
+                   buf["touched_b"], t, rho, True, inv_count, ridge_y, ridge_S)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.05])
+def test_global_step_matches_dense_recursion(alpha):
     rng = np.random.default_rng(11)
     N, D, K, B, m = 12, 6, 5, 3, 2
     X = sp.random(N, D, density=0.4, random_state=1, format="csr")
+    count = np.bincount(X.indices, minlength=D)
+    inv_count = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
+    ridge_y = N / B * N * alpha
+    ridge_S = ridge_y * (K - 1) / m
     y = rng.integers(K, size=N)
     W, b = rng.normal(size=(K, D)), rng.normal(size=K)
     Wd, bd = W.copy(), b.copy()
-    sW, sb = np.full((K, D), -1.0), np.full((K, 1), -1.0)
-    stW, stb = np.zeros((K, D), np.int64), np.zeros((K, 1), np.int64)
-    G, Gb = np.zeros((K, D)), np.zeros(K)
-    touched = np.empty(B * (m + 1) * D, np.int64)
-    touched_b = np.empty(B * (m + 1), np.int64)
+    buf = _step_buffers(K, D, B, m)
     sd, sbd = np.full((K, D), np.nan), np.full(K, np.nan)
     Xd = X.toarray()
     for t in range(1, 8):
@@ -276,20 +294,22 @@ def test_global_step_matches_dense_recursion():
                       for n in batch])
         C = rng.random((B, m))
         rho = 0.3
-        ar.global_step(X.indptr, X.indices, X.data, batch, y[batch], S, C, W, b, G, Gb, sW, sb,
-                       stW, stb, touched, touched_b, t, rho, True)
-        # dense reference
+        _global_step(X, batch, y[batch], S, C, W, b, buf, t, rho, inv_count, ridge_y, ridge_S)
+        # dense reference: data gradient, plus −r_k w_kd / n_d per (row, touched class, feature)
         g, gb = np.zeros((K, D)), np.zeros(K)
         pat, patb = np.zeros((K, D), bool), np.zeros(K, bool)
         for i, n in enumerate(batch):
+            nz = Xd[n] != 0
             for j, k in enumerate(S[i]):
                 g[k] -= C[i, j] * Xd[n]
                 gb[k] -= C[i, j]
                 g[y[n]] += C[i, j] * Xd[n]
                 gb[y[n]] += C[i, j]
-                pat[k] |= Xd[n] != 0
+                g[k] -= ridge_S * nz * inv_count * Wd[k]
+                pat[k] |= nz
                 patb[k] = True
-            pat[y[n]] |= Xd[n] != 0
+            g[y[n]] -= ridge_y * nz * inv_count * Wd[y[n]]
+            pat[y[n]] |= nz
             patb[y[n]] = True
         sd = np.where(np.isnan(sd), np.where(pat, g * g, np.nan), 0.1 * g * g + 0.9 * sd)
         sbd = np.where(np.isnan(sbd), np.where(patb, gb * gb, np.nan), 0.1 * gb * gb + 0.9 * sbd)
@@ -298,7 +318,34 @@ def test_global_step_matches_dense_recursion():
         bd += np.where(patb, step * gb / (1 + np.sqrt(np.nan_to_num(sbd))), 0.0)
         np.testing.assert_allclose(W, Wd, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(b, bd, rtol=1e-12, atol=1e-14)
-    assert not G.any() and not Gb.any()
+    assert not buf["G"].any() and not buf["Gb"].any()
+
+
+def test_global_step_ridge_is_unbiased():
+    """Averaged over the row drawn (|B| = 1) and every subset S, the ridge gradient of the
+    kernel is −N·alpha·w on every weight of a feature that some row holds, 0 elsewhere."""
+    rng = np.random.default_rng(12)
+    N, D, K, m, alpha = 5, 4, 4, 2, 0.3
+    X = sp.csr_matrix(np.array([[1.0, 0, 2, 0], [0, 0, 1, 0], [3, 0, 0, 0], [0, 0, 1, 0.5],
+                                [1, 0, 0, 0]]))
+    count = np.bincount(X.indices, minlength=D)
+    inv_count = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
+    y = np.array([0, 1, 2, 3, 1])
+    W0 = rng.normal(size=(K, D))
+    ridge_y = N / 1 * N * alpha
+    mean_g = np.zeros((K, D))
+    for n in range(N):
+        subsets = _all_subsets(K, y[n], m)
+        for S in subsets:
+            W, b = W0.copy(), np.zeros(K)
+            buf = _step_buffers(K, D, 1, m)
+            # C = 0: the ridge alone; t = 1, rho = 1, first touch: Δ = g / (1 + |g|)
+            _global_step(X, np.array([n]), y[[n]], np.array([S]), np.zeros((1, m)), W, b, buf,
+                         1, 1.0, inv_count, ridge_y, ridge_y * (K - 1) / m)
+            delta = W - W0
+            mean_g += delta / (1.0 - np.abs(delta)) / (N * len(subsets))
+    np.testing.assert_allclose(mean_g, np.where(count > 0, -N * alpha * W0, 0.0), rtol=1e-9,
+                               atol=1e-12)
 
 
 # -- the estimator ------------------------------------------------------------------------------
@@ -319,9 +366,24 @@ def test_estimator_learns_and_is_deterministic(model):
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.intercept_, b.intercept_)
     assert a.score(X, y) > 0.85
+    assert not a.diverged_
     assert len(a.elbo_trace_) == a.n_iter_ == 15 * (600 // 50)
     assert np.all(np.diff(a.time_trace_) >= 0)
     assert np.isfinite(a.log_likelihood(X, y, n_samples=200))
+
+
+def test_defaults_fit_standardised_data():
+    """``AugmentReduce().fit`` with every default: near the exact ridge optimum's accuracy and
+    within 0.2 nats of its loss after the default 10 epochs."""
+    X, y = _blobs(n=1000, K=5, D=8, seed=5)
+    X = (X - X.mean(0)) / X.std(0)
+    est = AugmentReduce().fit(X, y)
+    exact = SoftmaxRegression(alpha=1e-4, fit_intercept=True).fit(X, y)
+    loss_exact, err_exact = softmax_loss_and_error(exact.coef_, sp.csr_matrix(X), y,
+                                                   exact.intercept_)
+    assert not est.diverged_ and est.n_epochs_ == 10
+    assert est.history_["train_loss"][-1] < loss_exact + 0.2
+    assert est.history_["train_error"][-1] < err_exact + 0.03
 
 
 def test_same_initialisation_for_every_model():
@@ -337,9 +399,9 @@ def test_same_initialisation_for_every_model():
 
 def test_softmax_ar_approaches_the_exact_optimum():
     X, y = _blobs(n=400, K=5, seed=1)
-    exact = SoftmaxRegression(mu=0.0, fit_intercept=True).fit(X, y)
+    exact = SoftmaxRegression(alpha=0.0, fit_intercept=True).fit(X, y)
     ll_exact = -np.mean(-exact.predict_log_proba(X)[np.arange(len(y)), y])
-    est = AugmentReduce(batch_size=40, n_sampled=4, n_epochs=150, learning_rate=0.3,
+    est = AugmentReduce(alpha=0.0, batch_size=40, n_sampled=4, n_epochs=150, learning_rate=0.3,
                         random_state=0).fit(X, y)
     ll = est.log_likelihood(X, y)
     assert ll <= ll_exact + 1e-9
@@ -347,24 +409,117 @@ def test_softmax_ar_approaches_the_exact_optimum():
     # the ELBO at the end is a bound on the (per-row) log-likelihood, and close to it
     assert est.elbo_trace_[-20:].mean() < ll + 0.02
     assert est.elbo_trace_[-20:].mean() > ll - 0.2
+    # log_eta_ is the fitted q(ε_n): eq. (8) at it is below each row's log-likelihood
+    s = est.scores(X)
+    nll = special.logsumexp(s, axis=1) - s[np.arange(len(y)), y]
+    assert est.log_eta_.shape == (len(y),)
+    elbo = np.array([ar.softmax_elbo(a, b) for a, b in zip(nll, est.log_eta_)])
+    assert np.all(elbo <= -nll + 1e-12) and elbo.mean() > -nll.mean() - 0.2
 
 
-def test_bad_input_errors():
+@pytest.mark.parametrize("model", ["softmax", "ove"])
+def test_ridge_reaches_the_exact_ridge_optimum(model):
+    """With alpha > 0 the fit approaches SoftmaxRegression(alpha) (the same mean objective);
+    OVE's bound has its own optimum, so only the shrinkage is compared there."""
+    X, y = _blobs(n=400, K=5, seed=2)
+    alpha = 0.05
+    exact = SoftmaxRegression(alpha=alpha, fit_intercept=True).fit(X, y)
+    free = SoftmaxRegression(alpha=0.0, fit_intercept=True, max_iter=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the unregularised optimum may not exist
+        free.fit(X, y)
+    est = AugmentReduce(model=model, alpha=alpha, batch_size=40, n_sampled=4, n_epochs=150,
+                        learning_rate=0.1, random_state=0).fit(X, y)
+    norm = np.linalg.norm(est.coef_)
+    assert norm < 0.8 * np.linalg.norm(free.coef_)
+    if model == "softmax":
+        assert norm == pytest.approx(np.linalg.norm(exact.coef_), rel=0.1)
+        np.testing.assert_allclose(est.coef_, exact.coef_, atol=0.15 * np.abs(exact.coef_).max())
+
+
+def test_ridge_zeroes_features_absent_from_training():
+    X, y = _blobs(n=200)
+    X[:, 2] = 0.0
+    assert np.all(AugmentReduce(n_epochs=1, random_state=0).fit(X, y).coef_[:, 2] == 0.0)
+    assert np.all(AugmentReduce(alpha=0.0, n_epochs=1, random_state=0).fit(X, y).coef_[:, 2]
+                  != 0.0)
+
+
+def test_fitted_model_pickles_small():
+    X, y = _blobs(n=3000, D=40)
+    for model in ("softmax", "probit", "ove"):
+        est = AugmentReduce(model=model, n_epochs=2, history_samples=5, random_state=0)
+        est.fit(X, y)
+        assert not hasattr(est, "_state")
+        size = len(pickle.dumps(est))
+        assert size < X.nbytes / 4
+        fitted = est.coef_.nbytes + est.elbo_trace_.nbytes * 2 + 3 * 8 * X.shape[0]
+        assert size < fitted + 5000
+
+
+def test_noise_models_expose_their_variational_parameters():
+    X, y = _blobs(n=200)
+    est = AugmentReduce(model="logistic", n_epochs=2, history_samples=5, random_state=0)
+    est.fit(X, y)
+    assert est.q_loc_.shape == est.q_scale_.shape == (200,)
+    assert np.all(est.q_scale_ > 0) and not hasattr(est, "log_eta_")
+    est.set_params(model="softmax").fit(X, y)
+    assert est.log_eta_.shape == (200,) and not hasattr(est, "q_loc_")
+
+
+@pytest.mark.parametrize("param, value, accepted", [
+    ("model", "gumbel", "str among"),
+    ("alpha", -1.0, r"range \[0"),
+    ("alpha", np.nan, r"range \[0"),
+    ("batch_size", 0, r"range \[1"),
+    ("batch_size", 2.5, "int"),
+    ("n_sampled", 0, r"range \[1"),
+    ("learning_rate", 0.0, r"range \(0"),
+    ("decay", 0.0, r"range \(0.0, 1.0\]"),
+    ("decay", -0.5, r"range \(0.0, 1.0\]"),
+    ("decay", 1.5, r"range \(0.0, 1.0\]"),
+    ("decay_every", 0, r"range \[1"),
+    ("local_learning_rate", 0.0, r"range \(0.0, 1.0\]"),
+    ("local_learning_rate", 2.0, r"range \(0.0, 1.0\]"),
+    ("local_clock", "wall", "str among"),
+    ("init_scale", np.nan, r"range \[0.0, inf\)"),
+    ("init_scale", np.inf, r"range \[0.0, inf\)"),
+    ("init_scale", -0.1, r"range \[0.0, inf\)"),
+    ("init_scale_bias", np.nan, r"range \[0.0, inf\)"),
+    ("history_samples", 0, r"range \[1"),
+    ("n_epochs", -1, r"range \[0"),
+])
+def test_bad_parameters_are_rejected_by_name(param, value, accepted):
     X, y = _blobs(n=30)
-    with pytest.raises(ValueError, match="model must be"):
-        AugmentReduce(model="gumbel").fit(X, y)
-    with pytest.raises(ValueError, match="batch_size"):
-        AugmentReduce(batch_size=0).fit(X, y)
-    with pytest.raises(ValueError, match="local_clock"):
-        AugmentReduce(local_clock="wall").fit(X, y)
+    with pytest.raises(ValueError, match=rf"'{param}' parameter.*{accepted}"):
+        AugmentReduce(**{param: value}).fit(X, y)
+
+
+def test_one_class_is_an_error():
+    X, _ = _blobs(n=30)
     with pytest.raises(ValueError, match="at least 2 classes"):
         AugmentReduce().fit(X, np.zeros(30))
 
 
-@parametrize_with_checks([
-    AugmentReduce(n_epochs=5, batch_size=20, n_sampled=2, learning_rate=0.2, random_state=0),
-    AugmentReduce(model="probit", n_epochs=5, batch_size=20, n_sampled=2, learning_rate=0.2,
-                  history_samples=10, random_state=0),
-])
+@pytest.mark.parametrize("model", ["softmax", "ove"])
+def test_badly_scaled_features_are_flagged(model):
+    """X · 1e200: the steps move the weights by ~learning_rate, the loss stays near 1e199.
+    No silent garbage: a DivergenceWarning and diverged_ = True."""
+    X, y = _blobs(n=300)
+    with pytest.warns(DivergenceWarning, match="standardise X"):
+        est = AugmentReduce(model=model, n_epochs=3, random_state=0).fit(X * 1e200, y)
+    assert est.diverged_
+    # the same data on a unit scale is fine
+    assert not AugmentReduce(model=model, n_epochs=3, random_state=0).fit(X, y).diverged_
+
+
+def test_too_large_learning_rate_is_flagged():
+    X, y = _blobs(n=300)
+    with pytest.warns(DivergenceWarning):
+        est = AugmentReduce(learning_rate=1e6, alpha=0.0, n_epochs=5, random_state=0).fit(X, y)
+    assert est.diverged_ and np.all(np.isfinite(est.coef_))
+
+
+@parametrize_with_checks([AugmentReduce(), AugmentReduce(model="probit")])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
