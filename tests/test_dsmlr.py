@@ -10,8 +10,8 @@ from scipy.special import logsumexp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib.dsmlr import (
-    DSMLR, DataParallelLBFGS, WorkerLostError, block_lse, block_sgd, column_sgd,
-    ds_objective, exact_b, primal_objective, sync_schedule,
+    DSMLR, DataParallelLBFGS, LBFGSStatus, WorkerLostError, auto_learning_rate, block_lse,
+    block_sgd, column_sgd, ds_objective, exact_b, primal_objective, sync_schedule,
 )
 from xclib.exact import SoftmaxRegression
 
@@ -27,7 +27,7 @@ def _data(n=120, d=15, k=5, seed=0):
 
 
 # -- kernels against plain NumPy transcriptions -------------------------------------------
-def _sgd_numpy(X, y, b, rows, W, cls, off, eta, lam, K, b_step):
+def _sgd_numpy(X, y, b, rows, W, cls, off, eta, alpha, K, b_step):
     W = W.copy()
     b = b.copy()
     Xd = X.toarray()
@@ -35,7 +35,7 @@ def _sgd_numpy(X, y, b, rows, W, cls, off, eta, lam, K, b_step):
         for k in cls:
             s = W[k] @ Xd[i] + b[i]
             g = np.exp(s) - (y[i] == off + k)
-            W[k] = W[k] - eta * K * (lam * W[k] + g * Xd[i])  # eq. (13)
+            W[k] = W[k] - eta * K * (alpha * W[k] + g * Xd[i])  # eq. (13)
             if b_step:
                 b[i] -= b_step * (K * np.exp(s) - 1)
     return W, b
@@ -138,15 +138,15 @@ def test_sync_schedule_covers_every_pair_once(P):
 @pytest.mark.parametrize("backend", ["serial", "threads"])
 def test_async_every_column_reaches_every_worker(backend):
     X, y = _data()
-    m = DSMLR(lam=1e-3, eta0=0.05, n_epochs=3, n_workers=3, schedule="async", backend=backend,
-              random_state=0).fit(X, y)
+    m = DSMLR(alpha=1e-3, learning_rate=0.05, n_epochs=3, n_workers=3, schedule="async",
+              backend=backend, random_state=0).fit(X, y)
     assert m.async_visits_.shape == (3, 3, 5)
     assert m.async_visits_.all()
 
 
 def test_backends_give_the_same_model():
     X, y = _data()
-    kw = dict(lam=1e-3, eta0=0.1, n_epochs=4, n_workers=2, random_state=7)
+    kw = dict(alpha=1e-3, learning_rate=0.1, n_epochs=4, n_workers=2, random_state=7)
     serial = DSMLR(backend="serial", **kw).fit(X, y)
     threads = DSMLR(backend="threads", **kw).fit(X, y)
     dask = DSMLR(backend="dask", **kw).fit(X, y)
@@ -160,23 +160,25 @@ def test_backends_give_the_same_model():
 @pytest.mark.parametrize("schedule", ["sync", "async"])
 def test_reaches_the_lbfgs_optimum(schedule):
     X, y = _data(n=300)
-    lam = 1e-2
-    opt = SoftmaxRegression(mu=lam * X.shape[0], tol=1e-10).fit(X, y).objective_
-    m = DSMLR(lam=lam, eta0=0.05, n_epochs=40, n_workers=2, schedule=schedule,
+    alpha = 1e-2
+    opt = SoftmaxRegression(alpha=alpha, tol=1e-10).fit(X, y).objective_
+    m = DSMLR(alpha=alpha, learning_rate=0.05, n_epochs=40, n_workers=2, schedule=schedule,
               random_state=0).fit(X, y)
     obj = m.history_["objective"]
     assert obj[-1] < obj[0]
     assert (obj[-1] - opt) / opt < 2e-3
-    np.testing.assert_allclose(obj[-1], primal_objective(m.coef_, X, y, lam), rtol=1e-12)
+    np.testing.assert_allclose(obj[-1], primal_objective(m.coef_, X, y, alpha), rtol=1e-12)
 
 
 def test_data_parallel_lbfgs_matches_oracle():
     X, y = _data()
-    lam = 1e-2
-    opt = SoftmaxRegression(mu=lam * X.shape[0], tol=1e-10).fit(X, y).objective_
-    a = DataParallelLBFGS(lam=lam, max_iter=200, n_workers=3).fit(X, y)
+    alpha = 1e-2
+    opt = SoftmaxRegression(alpha=alpha, tol=1e-10).fit(X, y).objective_
+    a = DataParallelLBFGS(alpha=alpha, max_iter=200, tol=1e-10, n_workers=3).fit(X, y)
     np.testing.assert_allclose(a.objective_, opt, rtol=1e-7)
-    b = DataParallelLBFGS(lam=lam, max_iter=200, n_workers=2, backend="dask").fit(X, y)
+    assert a.status_ == LBFGSStatus.CONVERGED
+    b = DataParallelLBFGS(alpha=alpha, max_iter=200, tol=1e-10, n_workers=2,
+                          backend="dask").fit(X, y)
     np.testing.assert_allclose(b.objective_, opt, rtol=1e-7)
     assert len(a.history_["objective"]) == a.n_iter_
 
@@ -190,18 +192,51 @@ def test_clamps_workers_to_classes():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(schedule="nope"), "schedule"),
-    (dict(backend="mpi"), "backend"),
-    (dict(eta0=-1.0), "eta0"),
-    (dict(lam=np.nan), "lam"),
-    (dict(eta0=10.0, lam=1.0), "flip the sign"),
-    (dict(n_workers=0), "n_workers"),
-    (dict(b_update="stochastic", schedule="async"), "stochastic"),
+    (dict(schedule="nope"), "'schedule' parameter"),
+    (dict(backend="mpi"), "'backend' parameter"),
+    (dict(learning_rate=-1.0), "'learning_rate' parameter"),
+    (dict(learning_rate="optimal"), "'learning_rate' parameter"),
+    (dict(alpha=np.nan), "'alpha' parameter"),
+    (dict(n_workers=0), "'n_workers' parameter"),
+    (dict(timeout=0), "'timeout' parameter"),
+    (dict(client=5), "'client' parameter"),
+    (dict(learning_rate=10.0, alpha=1.0), "flip the sign"),
+    (dict(b_update="stochastic", schedule="async"), "b_update='stochastic'"),
 ])
 def test_bad_parameters(kw, match):
     X, y = _data()
     with pytest.raises(ValueError, match=match):
         DSMLR(n_epochs=1, **kw).fit(X, y)
+
+
+def test_timeout_zero_is_a_parameter_error_not_a_worker_failure():
+    """timeout=0 once surfaced as "worker failed: Empty()" from a thread; now it is refused."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    X, y = _data()
+    with pytest.raises(InvalidParameterError, match="'timeout' parameter .* range"):
+        DSMLR(timeout=0, n_workers=2, schedule="async", backend="threads").fit(X, y)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(max_iter=0), "'max_iter' parameter"),
+    (dict(alpha=-1.0), "'alpha' parameter"),
+    (dict(backend="threads"), "'backend' parameter"),
+    (dict(client=3.0), "'client' parameter"),
+])
+def test_lbfgs_bad_parameters(kw, match):
+    X, y = _data()
+    with pytest.raises(ValueError, match=match):
+        DataParallelLBFGS(**kw).fit(X, y)
+
+
+def test_lbfgs_warns_at_max_iter():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _data()
+    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
+        m = DataParallelLBFGS(max_iter=2).fit(X, y)
+    assert m.status_ == LBFGSStatus.MAX_ITER and m.n_iter_ == 2
 
 
 def test_async_on_dask_says_why_not():
@@ -213,7 +248,7 @@ def test_async_on_dask_says_why_not():
 def test_too_large_step_is_reported_not_silent():
     X, y = _data()
     with pytest.warns(Warning, match="diverged"):
-        m = DSMLR(lam=0.0, eta0=1e4, n_epochs=3, random_state=0).fit(X, y)
+        m = DSMLR(alpha=0.0, learning_rate=1e4, n_epochs=3, random_state=0).fit(X, y)
     assert m.diverged_ and np.all(np.isfinite(m.coef_))
 
 
@@ -240,8 +275,8 @@ def test_dask_worker_killed_mid_fit_stops_with_clear_error():
 
         killer = threading.Thread(target=kill)
         killer.start()
-        m = DSMLR(lam=1e-3, eta0=0.1, n_epochs=400, n_workers=2, backend="dask", client=client,
-                  timeout=20, random_state=0)
+        kw = dict(alpha=1e-3, learning_rate=0.1, n_epochs=400, n_workers=2, random_state=0)
+        m = DSMLR(backend="dask", client=client, timeout=20, **kw)
         try:
             m.fit(X, y)
         except WorkerLostError as exc:
@@ -249,7 +284,7 @@ def test_dask_worker_killed_mid_fit_stops_with_clear_error():
             assert "fit stops" in str(exc) or "timeout" in str(exc)
             assert not hasattr(m, "coef_")
         else:  # the fit recovered: then it must be the same model as without the failure
-            ref = DSMLR(lam=1e-3, eta0=0.1, n_epochs=400, n_workers=2, random_state=0).fit(X, y)
+            ref = DSMLR(**kw).fit(X, y)
             np.testing.assert_allclose(m.coef_, ref.coef_)
         killer.join()
     finally:
@@ -257,10 +292,107 @@ def test_dask_worker_killed_mid_fit_stops_with_clear_error():
         cluster.close()
 
 
-# -- scikit-learn estimator checks ---------------------------------------------------------
+# -- defaults, fitted state, pickles ------------------------------------------------------
+def _standardised_3_class(cluster_std, n=300, seed=0):
+    from sklearn.datasets import make_blobs
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_blobs(n_samples=n, centers=3, n_features=4, cluster_std=cluster_std,
+                      random_state=seed)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_auto_learning_rate_is_the_stability_bound():
+    X, y = _data()
+    Xd = X.toarray()
+    expect = 1.0 / (5 * (np.max(np.sum(Xd * Xd, axis=1)) + 2 * 0.01))
+    assert auto_learning_rate(X, 5, 0.01) == pytest.approx(expect, rel=1e-12)
+    m = DSMLR(alpha=0.01, n_epochs=1, random_state=0).fit(X, y)
+    assert m.learning_rate_ == pytest.approx(expect, rel=1e-12)
+    assert DSMLR(learning_rate=0.3, n_epochs=1).fit(X, y).learning_rate_ == 0.3
+
+
+@pytest.mark.parametrize("schedule", ["sync", "async"])
+def test_defaults_converge_on_standardised_data(schedule):
+    """DSMLR().fit on standardised 3-class data once diverged and predicted one class."""
+    # well separated: the optimum's weights are large and SGD's objective approaches it slowly
+    # (70 % above after 10 epochs), but the classifier is as good as the optimum's
+    X, y = _standardised_3_class(cluster_std=2.0)
+    m = DSMLR(schedule=schedule, random_state=0).fit(X, y)
+    assert not m.diverged_
+    assert set(np.unique(m.predict(X))) == {0, 1, 2}
+    opt = SoftmaxRegression(alpha=1e-4, tol=1e-10).fit(X, y)
+    assert m.score(X, y) >= opt.score(X, y) - 0.02
+    # overlapping classes: within 6 % of the optimum after the default 10 epochs
+    X, y = _standardised_3_class(cluster_std=4.0)
+    m = DSMLR(schedule=schedule, random_state=0).fit(X, y)
+    opt = SoftmaxRegression(alpha=1e-4, tol=1e-10).fit(X, y)
+    obj = m.history_["objective"]
+    assert not m.diverged_ and obj[-1] < obj[0] < np.log(3)
+    assert (obj[-1] - opt.objective_) / opt.objective_ < 0.06
+    lb = DataParallelLBFGS().fit(X, y)
+    np.testing.assert_allclose(lb.objective_, opt.objective_, rtol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e-50, 1e50, 1e200])
+def test_feature_scale_does_not_matter(scale):
+    """The kernels run on X/s, V = s·W (s a power of two): same model as with alpha/s² on X."""
+    X, y = _standardised_3_class(cluster_std=4.0)
+    m = DSMLR(random_state=0).fit(X * scale, y)
+    s = m.learning_rate_  # finite, and W lives on the scale of 1/scale
+    assert np.isfinite(s) and np.all(np.isfinite(m.coef_)) and not m.diverged_
+    if scale > 1:  # alpha is then negligible against the data: the same classifier
+        ref = DSMLR(alpha=0.0, random_state=0).fit(X, y)
+        assert m.score(X * scale, y) >= ref.score(X, y) - 0.02
+    # x -> c·x, W -> W/c is the same problem when alpha -> alpha·c²
+    # (and the W-gradient -> gradient/c: tol scales with it)
+    lb = DataParallelLBFGS(alpha=1e-4 * scale**2 if scale < 1e100 else 0.0, max_iter=200,
+                           tol=1e-8 * min(scale, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lb.fit(X * scale, y)
+        ref = DataParallelLBFGS(alpha=1e-4 if scale < 1e100 else 0.0, max_iter=200).fit(X, y)
+    np.testing.assert_allclose(lb.coef_ * scale, ref.coef_, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(n_workers=2, backend="threads"),
+                                dict(n_workers=2, backend="dask"),
+                                dict(n_workers=2, backend="threads", schedule="async")])
+def test_fitted_model_holds_no_state_and_pickles_small(kw):
+    import pickle
+
+    X, y = _data(n=2000, d=40)
+    threads_before = threading.active_count()
+    m = DSMLR(n_epochs=2, random_state=0, **kw).fit(X, y)
+    params = set(m.get_params())
+    assert all(k in params or (k.endswith("_") and not k.startswith("_")) for k in vars(m))
+    assert m.b_.shape == (X.shape[0],)
+    size = len(pickle.dumps(m))
+    # coef_ + b_ (N floats) + history + small attributes; the data alone is ~ 12 nnz bytes
+    assert size < 2 * m.coef_.nbytes + 8 * X.shape[0] + 20_000 < X.data.nbytes
+    again = pickle.loads(pickle.dumps(m))
+    np.testing.assert_array_equal(again.predict(X), m.predict(X))
+    if kw.get("backend") == "threads":  # the pool and ring threads are gone
+        for _ in range(50):
+            if threading.active_count() <= threads_before:
+                break
+            time.sleep(0.02)
+        assert threading.active_count() <= threads_before
+
+
+def test_dask_b_matches_serial_b():
+    X, y = _data()
+    kw = dict(alpha=1e-3, learning_rate=0.1, n_epochs=2, n_workers=2, random_state=3)
+    a = DSMLR(**kw).fit(X, y)
+    b = DSMLR(backend="dask", **kw).fit(X, y)
+    np.testing.assert_array_equal(a.b_, b.b_)
+    np.testing.assert_allclose(a.b_, exact_b(a.coef_, X), rtol=1e-12)
+    assert len(b.worker_bytes_) == 2 and min(b.worker_bytes_) > 0
+
+
+# -- scikit-learn estimator checks (DEFAULT parameters) -------------------------------------
 @parametrize_with_checks(
-    [DSMLR(n_epochs=3, eta0=0.05, lam=1e-3, random_state=0),
-     DSMLR(n_epochs=3, eta0=0.05, lam=1e-3, n_workers=2, backend="threads", random_state=0)],
+    [DSMLR(), DSMLR(n_workers=2, backend="threads"), DataParallelLBFGS()],
     expected_failed_checks=lambda est: {},
 )
 def test_sklearn_checks(estimator, check):

@@ -22,7 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .base import ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr
 from .metrics import BLOCK_ENTRIES
 
-__all__ = ["SoftmaxRegression", "softmax_objective"]
+__all__ = ["SoftmaxRegression", "row_scale", "softmax_objective"]
 
 
 def softmax_objective(coef, X, y, mu=0.0, intercept=None, with_grad=True):
@@ -129,7 +129,7 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
         n, d = X.shape
         k = self.classes_.shape[0]
         size = k * d
-        scale = _row_scale(X)
+        scale = row_scale(X)
         Xs = X * (1.0 / scale) if scale != 1.0 else X
         mu_s = float(self.alpha) * n / scale / scale  # the sum-scale ridge in V = s·W
         x0 = np.zeros(size + (k if self.fit_intercept else 0))
@@ -175,7 +175,7 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
         return -softmax_objective(self.coef_, X, y, mu, self.intercept_, with_grad=False)
 
 
-def _row_scale(X):
+def row_scale(X):
     """Largest row L2 norm of CSR ``X`` when it lies outside [1e-4, 1e4], else 1.0."""
     if X.nnz == 0:
         return 1.0

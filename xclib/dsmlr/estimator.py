@@ -1,0 +1,242 @@
+"""The DS-MLR estimator: a schedule (sync / async) × a backend (serial / threads / Dask)."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import HasMethods
+
+from ..base import (ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE,
+                    IterativeSoftmaxEstimator, Interval, StrOptions)
+from ..exact import row_scale
+from .backends import SerialBackend, ThreadsBackend
+from .dask_backend import DaskBackend
+from .schedules import AsyncSchedule, Blocks, SyncSchedule
+
+__all__ = ["DSMLR", "DSMLRState"]
+
+#: ``client`` of the Dask backends: None, a scheduler address, or a ``distributed.Client``.
+CLIENT = [None, str, HasMethods(["submit", "scatter", "gather", "scheduler_info"])]
+#: Seconds a worker may wait (threads) or an outer iteration may take (Dask).
+TIMEOUT = [Interval(Real, 0, None, closed="neither")]
+N_WORKERS = [Interval(Integral, 1, None, closed="left")]
+
+
+@dataclass
+class DSMLRState:
+    """Everything one DS-MLR fit works on (dropped when ``fit`` returns)."""
+
+    P: int
+    K: int
+    alpha: float
+    learning_rate: float
+    b_update: str
+    W: np.ndarray
+    blocks: Blocks
+    schedule: SyncSchedule | AsyncSchedule
+    backend: SerialBackend | ThreadsBackend | DaskBackend | None = None
+    queues: list | None = None
+    log: list = field(default_factory=list)
+    visits: list = field(default_factory=list)
+    sqnorm: list = field(default_factory=list)
+    scale: float = 1.0  # the kernels work on V = scale·W, X/scale, alpha/scale² (see pow2_scale)
+
+    def weights(self):
+        """W (not V) of the current iterate."""
+        V = self.backend.weights(self)
+        return V if self.scale == 1.0 else V / self.scale
+
+
+def pow2_scale(X):
+    """The power of two nearest the largest row norm of ``X`` (1.0 for unit rows).
+
+    The kernels run on ``X / s`` with ``V = s·W`` and ridge ``alpha / s²`` (the same minimiser):
+    with ``s`` a power of two these are exact in floating point, and features of any size
+    (1e-50 or 1e200) give rows of norm about 1.
+    """
+    return math.ldexp(1.0, int(round(math.log2(row_scale(X)))))
+
+
+def auto_learning_rate(X, n_classes, alpha):
+    """``1 / (K (max_i ‖x_i‖² + 2 alpha))``: a safe η₀ of eq. (13).
+
+    Near the exact ``b`` of eq. (9), ``exp(w_kᵀx_i + b_i) ≤ 1``, so the curvature of one term of
+    eq. (13) along its step is at most ``alpha + ‖x_i‖²``, and eq. (13) multiplies the step by
+    K; the ``2 alpha`` keeps the ridge factor ``1 − η₀ K alpha`` of eq. (13) at least 1/2.
+    """
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    curv = (float(sq.max()) if sq.size else 0.0) + 2.0 * float(alpha)
+    return 1.0 / (n_classes * max(curv, np.finfo(float).tiny))
+
+
+def _check_combination(est, n, K, eta_alpha):
+    """Cross-parameter checks; returns P after the clamp to ``min(n_workers, N, K)``."""
+    if est.schedule == "async" and est.backend == "dask":
+        raise NotImplementedError(
+            "the asynchronous (NOMAD) schedule is not implemented on Dask: use "
+            "schedule='sync' with backend='dask', or schedule='async' with 'threads'")
+    if est.b_update == "stochastic" and (est.schedule != "sync" or est.backend == "dask"):
+        raise ValueError("b_update='stochastic' is only available with schedule='sync' on "
+                         f"backend='serial' or 'threads'; got schedule={est.schedule!r}, "
+                         f"backend={est.backend!r}")
+    if eta_alpha * K >= 1.0:
+        raise ValueError(
+            f"learning_rate * K * alpha = {eta_alpha * K:.3g} >= 1: the ridge part "
+            "of eq. (13) would flip the sign of w_k; lower learning_rate or alpha (or use "
+            "learning_rate='auto')")
+    P = int(est.n_workers)
+    clamp = min(P, n, K)
+    if clamp < P:
+        warnings.warn(
+            f"n_workers={P} is more than the {n} rows or {K} classes; each worker needs at "
+            f"least one row and one class, so {clamp} workers are used", UserWarning,
+            stacklevel=4)
+    return clamp
+
+
+def _make_backend(est, P, blocks, W):
+    """The backend named by ``est.backend`` for P workers."""
+    if est.backend == "serial":
+        return SerialBackend(P)
+    if est.backend == "threads":
+        return ThreadsBackend(P, est.timeout)
+    return DaskBackend(est.client, P, blocks, W, est.timeout)
+
+
+class DSMLR(IterativeSoftmaxEstimator):
+    """Doubly-separable multinomial logistic regression (Raman et al. 2019).
+
+    Minimises ``L1(W)`` of eq. (2) through ``L2(W, b)`` of eq. (10): stochastic steps (13) on
+    ``W``, exact ``b`` (9) once per outer iteration (epoch). Rows are dealt at random (seeded)
+    into P near-equal blocks and classes into P contiguous blocks; each worker owns one data
+    block (and its ``b``) for the whole fit, parameter blocks move.
+
+    Parameters
+    ----------
+    alpha : float, default 1e-4
+        Ridge; Raman et al.'s λ of eq. (2) *exactly* (their eq. (2) is the mean log-loss +
+        λ/2 ‖W‖², the book's scale), e.g. the paper's NEWS20 λ = 8.881e-5 is ``alpha=8.881e-5``.
+    learning_rate : float or "auto", default "auto"
+        η₀ of eq. (13), the paper's η: outer iteration t (1-based) uses ``η_t = η₀ / √t``
+        (Theorem 1; this schedule has no ``decay`` parameter). Eq. (13) multiplies the step by
+        K, so η₀ must be below about ``1 / (K max‖x_i‖²)``; ``"auto"`` is
+        ``1 / (K (max_i‖x_i‖² + 2 alpha))`` (see :func:`auto_learning_rate`), stable on any
+        scaling of the data. A float is η₀ of eq. (13) as printed, no conversion (the paper's
+        Table 3 values, η = 1e2–1e10, diverge with eq. (13) as printed: see chapter 3).
+    n_epochs : int, default 10
+        Outer iterations T.
+    n_workers : int, default 1
+        P. Clamped to ``min(P, N, K)`` with a warning (a worker needs a row and a class).
+    schedule : {"sync", "async"}, default "sync"
+        Algorithm 1 (``P`` inner epochs of disjoint block pairs, then the partial sums for (9)),
+        or Algorithm 2 (NOMAD: columns travel a token ring of worker queues).
+    backend : {"serial", "threads", "dask"}, default "serial"
+        ``serial`` runs the workers one after another (same arithmetic); ``threads`` one thread
+        per worker (numba kernels release the GIL); ``dask`` one ``dask.distributed`` worker per
+        block (sync schedule only).
+    b_update : {"exact", "stochastic"}, default "exact"
+        ``exact`` is eq. (9). ``stochastic`` also steps every ``b_i`` inside the inner loop
+        (gradient of (12)) and never resets it — the alternative the paper argues against;
+        serial/threads sync only.
+    client : distributed.Client, str or None, default None
+        For ``backend="dask"``: a client, a scheduler address, or None for a
+        ``LocalCluster(n_workers=P, threads_per_worker=1, processes=False)`` made (and closed)
+        by ``fit``. The client must have at least P workers.
+    timeout : float > 0, default 120
+        Seconds an asynchronous thread may wait for its next column, or a Dask outer
+        iteration may take, before the fit stops with an error.
+    random_state, verbose : as in every estimator.
+
+    Attributes
+    ----------
+    coef_ (K, D), intercept_ None, classes_, diverged_, n_epochs_, history_ (adds
+    ``objective`` = L1(W) per epoch), learning_rate_ (η₀ used), n_workers_ (P after the
+    clamp), b_ (N,) the final b (eq. (9) of the final W for the exact update; None if the fit
+    diverged), async_visits_ (async only: (T, P, K) booleans, which columns each worker updated
+    in each outer iteration), worker_bytes_ (dask only: per worker, the most bytes Dask held
+    for it after an outer iteration — its data block, b block and the parameter blocks it last
+    updated).
+    """
+
+    _parameter_constraints = {
+        "alpha": ALPHA, "learning_rate": LEARNING_RATE + [StrOptions({"auto"})],
+        "n_epochs": N_EPOCHS, "n_workers": N_WORKERS,
+        "schedule": [StrOptions({"sync", "async"})],
+        "backend": [StrOptions({"serial", "threads", "dask"})],
+        "b_update": [StrOptions({"exact", "stochastic"})],
+        "client": CLIENT, "timeout": TIMEOUT, "random_state": RANDOM_STATE, "verbose": VERBOSE,
+    }
+
+    def __init__(self, alpha=1e-4, learning_rate="auto", n_epochs=10, n_workers=1,
+                 schedule="sync", backend="serial", b_update="exact", client=None,
+                 timeout=120.0, random_state=None, verbose=False):
+        self.alpha = alpha
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.n_workers = n_workers
+        self.schedule = schedule
+        self.backend = backend
+        self.b_update = b_update
+        self.client = client
+        self.timeout = timeout
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- the epoch loop's methods -------------------------------------------------------
+    def _init_state(self, X, y, rng):
+        n, d = X.shape
+        K = self.classes_.shape[0]
+        s = pow2_scale(X)  # run on V = s·W (exact: s is a power of two; 1 for unit rows)
+        Xs, alpha = (X, float(self.alpha)) if s == 1.0 else (X * (1.0 / s), self.alpha / s / s)
+        eta0 = (auto_learning_rate(Xs, K, alpha) if self.learning_rate == "auto"
+                else float(self.learning_rate) * s * s)
+        if not math.isfinite(eta0):
+            raise ValueError(
+                f"learning_rate={self.learning_rate!r} on rows of norm about {s:.3g} overflows "
+                "the step of eq. (13): the features are too large in scale for a fixed step; "
+                "use learning_rate='auto' or rescale X")
+        P = _check_combination(self, n, K, eta0 * alpha)
+        sched = SyncSchedule() if self.schedule == "sync" else AsyncSchedule()
+        st = DSMLRState(P=P, K=K, alpha=alpha, learning_rate=eta0, b_update=self.b_update,
+                        W=np.zeros((K, d)), blocks=Blocks(Xs, y, K, P, rng), schedule=sched,
+                        scale=s)
+        if self.schedule == "async":
+            st.queues = AsyncSchedule.initial_queues(K, P, rng)
+        st.backend = _make_backend(self, P, st.blocks, st.W)
+        return st
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        eta = state.learning_rate / math.sqrt(epoch + 1.0)
+        try:
+            state.schedule.run_epoch(state, eta, rng)
+            W = state.weights()
+        except BaseException:
+            state.backend.close()
+            raise
+        state.sqnorm.append(float(np.sum(W * W)))
+
+    def _coef(self, state):
+        return state.weights(), None
+
+    def _finalize(self, state):
+        """Copy the extra fitted attributes out of the state and release the backend."""
+        try:
+            if isinstance(state.backend, DaskBackend) and not self.diverged_:
+                state.backend.fetch_b(state.blocks)
+            worker_bytes = state.backend.worker_bytes()
+            if worker_bytes is not None:
+                self.worker_bytes_ = worker_bytes
+        finally:
+            state.backend.close()
+        self.learning_rate_ = state.learning_rate / state.scale / state.scale
+        self.n_workers_ = state.P
+        self.history_["objective"] = [
+            float(loss + 0.5 * self.alpha * sq)
+            for loss, sq in zip(self.history_["train_loss"], state.sqnorm)
+        ]
+        self.b_ = None if self.diverged_ else state.blocks.gather_b()
+        if self.schedule == "async":
+            self.async_visits_ = np.array(state.visits)
