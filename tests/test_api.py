@@ -34,8 +34,10 @@ IDS = [cls.__name__ for cls in ESTIMATORS]
 FORBIDDEN = {old for _, olds in base.VOCABULARY.values() for old in olds} | {
     "eta0", "n_iter", "lam", "mu", "eta", "lambda", "C", "n_iters", "epochs", "step",
 }
+#: (``decay`` is left out: its schedule differs by method, e.g. Memoir's inverse-time decay,
+#: and each docstring states it)
 SHARED = {
-    "alpha": base.ALPHA, "learning_rate": base.LEARNING_RATE, "decay": base.DECAY,
+    "alpha": base.ALPHA, "learning_rate": base.LEARNING_RATE,
     "n_epochs": base.N_EPOCHS, "max_iter": base.MAX_ITER, "tol": base.TOL,
     "random_state": base.RANDOM_STATE, "verbose": base.VERBOSE,
     "fit_intercept": base.FIT_INTERCEPT,

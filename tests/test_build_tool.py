@@ -67,9 +67,9 @@ def test_first_error_counts_source_cells(tmp_path):
     nb = nbformat.v4.new_notebook()
     banner = nbformat.v4.new_markdown_cell("An Exception was encountered")
     banner.metadata["tags"] = ["papermill-error-cell-tag"]
-    params = nbformat.v4.new_code_cell('scale = "ci"')
+    params = nbformat.v4.new_code_cell('scale = "book"')
     params.metadata["tags"] = ["parameters"]
-    injected = nbformat.v4.new_code_cell('scale = "paper"')
+    injected = nbformat.v4.new_code_cell('scale = "full"')
     injected.metadata["tags"] = ["injected-parameters"]
     bad = nbformat.v4.new_code_cell("1/0")
     bad.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError",
@@ -106,9 +106,9 @@ def test_staged_config_lists_every_chapter_bib():
 def test_input_hash_depends_on_scale_and_notebook(tmp_path):
     nb = tmp_path / "n.ipynb"
     nb.write_text("{}")
-    a, b = bt.input_hash(nb, "ci"), bt.input_hash(nb, "paper")
+    a, b = bt.input_hash(nb, "book"), bt.input_hash(nb, "full")
     nb.write_text("{ }")
-    assert len({a, b, bt.input_hash(nb, "ci")}) == 3
+    assert len({a, b, bt.input_hash(nb, "book")}) == 3
 
 
 # --------------------------------------------------------------------------- execution outcomes
@@ -227,7 +227,7 @@ def test_keep_going_records_a_corrupt_notebook_and_retries_only_dead_kernels(
         "02_b": [(1, record_of(DeadKernelError("Kernel died")), None), ok],
     }, seen))
     nbs = bt.toc_notebooks()
-    status = bt.run_notebooks(nbs, "ci", keep_going=True, force=False, cell_timeout=9,
+    status = bt.run_notebooks(nbs, "book", keep_going=True, force=False, cell_timeout=9,
                               nb_timeout=99)
     assert [s["status"] for s in seen] == ["running"] * 3 and seen[0]["hash"] is None
     a, b = status["01_a"], status["02_b"]
@@ -238,7 +238,7 @@ def test_keep_going_records_a_corrupt_notebook_and_retries_only_dead_kernels(
 
     timeout = (1, record_of(CellTimeoutError("Cell execution timed out")), None)
     monkeypatch.setattr(bt, "run_child", fake_papermill({"02_b": [timeout, ok]}, seen))
-    status = bt.run_notebooks(nbs[1:], "ci", keep_going=True, force=True, cell_timeout=9,
+    status = bt.run_notebooks(nbs[1:], "book", keep_going=True, force=True, cell_timeout=9,
                               nb_timeout=99)
     assert status["02_b"]["status"] == "timed out" and status["02_b"]["attempts"] == 1
 
@@ -250,13 +250,13 @@ def test_interrupted_run_clears_the_old_ok_and_hash(rooted, monkeypatch, signame
     nb = bt.toc_notebooks()[:1]
     monkeypatch.setattr(bt, "run_child", fake_papermill({"01_a": [ok, (stop, None, None), ok]},
                                                         seen))
-    assert bt.run_notebooks(nb, "ci", False, False, 9, 99)["01_a"]["status"] == "ok"
+    assert bt.run_notebooks(nb, "book", False, False, 9, 99)["01_a"]["status"] == "ok"
     with pytest.raises(KeyboardInterrupt):
-        bt.run_notebooks(nb, "ci", False, True, 9, 99)  # --force, stopped midway
+        bt.run_notebooks(nb, "book", False, True, 9, 99)  # --force, stopped midway
     st = json.loads(bt.STATUS_FILE.read_text())["01_a"]
     assert st["status"] == "interrupted" and st["hash"] is None
     assert signame in st["error"]
-    bt.run_notebooks(nb, "ci", False, False, 9, 99)  # plain build: executed again
+    bt.run_notebooks(nb, "book", False, False, 9, 99)  # plain build: executed again
     assert len(seen) == 3 and json.loads(bt.STATUS_FILE.read_text())["01_a"]["status"] == "ok"
 
 
@@ -352,7 +352,7 @@ def wait_for(predicate, timeout: float, what: str):
 def run_build(root: Path, *args, sleep: float = 0, **kwargs):
     env = dict(os.environ, STUB_SLEEP=str(sleep))
     cmd = [sys.executable, str(BUILD_PY), "--root", str(root), "--no-html", "--keep-going",
-           "--scale", "ci", *args]
+           "--scale", "book", *args]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True, **kwargs)
 
@@ -401,7 +401,7 @@ def test_interrupted_build_ends_its_children_and_is_executed_again(tmp_path):
     assert again.returncode == 0 and st["status"] == "ok" and st["hash"], output
     assert len(pids_file.read_text().splitlines()) == 2  # executed again
     assert json.loads((root / "_build" / "results" / "01_stub.json").read_text()) == {
-        "scale": "ci", "mode": "ok"}
+        "scale": "book", "mode": "ok"}
     again = run_build(root)  # unchanged now: not executed a third time
     output, _ = again.communicate(timeout=60)
     assert "not executed again" in output and len(pids_file.read_text().splitlines()) == 2

@@ -26,8 +26,8 @@ kernel and everything they started are ended whenever build.py exits (tools/buil
 
 Usage::
 
-    python tools/build.py                      # everything at $XCLIB_SCALE (default "ci")
-    python tools/build.py --only 01_unbiased_softmax --scale paper
+    python tools/build.py                      # everything at $XCLIB_SCALE (default "book")
+    python tools/build.py --only 01_unbiased_softmax --scale full
     python tools/build.py --keep-going         # record failures, build anyway (make test)
     python tools/build.py --root DIR --no-html # the book whose _toc.yml is in DIR (tests)
 """
@@ -74,7 +74,7 @@ def set_root(root: Path) -> None:
 set_root(Path(__file__).resolve().parents[1])
 
 # Seconds: (per cell, per notebook).  CI scale keeps every chapter to minutes; paper scale is long.
-TIMEOUTS = {"ci": (900, 1500), "paper": (6 * 3600, 24 * 3600)}
+TIMEOUTS = {"book": (1200, 2400), "full": (6 * 3600, 24 * 3600)}
 
 # Local copies of the JavaScript that jupyter-book would otherwise fetch from CDNs:
 # (npm package folder, files/folders to copy, destination under <html>/vendor/).
@@ -488,8 +488,9 @@ def main(argv=None) -> int:
                "papermill and its kernel and mark the notebook interrupted.")
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="execute only this notebook (e.g. 01_unbiased_softmax); repeatable")
-    parser.add_argument("--scale", default=os.environ.get("XCLIB_SCALE", "ci"),
-                        choices=sorted(TIMEOUTS), help="notebook scale (default $XCLIB_SCALE or ci)")
+    parser.add_argument("--scale", default=os.environ.get("XCLIB_SCALE", "book"),
+                        choices=sorted(TIMEOUTS),
+                        help="notebook scale (default $XCLIB_SCALE or book)")
     parser.add_argument("--keep-going", action="store_true",
                         help="record failing notebooks and go on (the tests report them)")
     parser.add_argument("--force", action="store_true", help="execute even unchanged notebooks")
