@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 book: venv assets
 	$(VPY) tools/build.py
 
-test: venv assets chromium
+test: venv assets chromium lab-env
 	$(VPY) tools/build.py --keep-going
 	$(VPY) -m pytest
 
