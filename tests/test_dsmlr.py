@@ -1,4 +1,5 @@
 """Tests of xclib.dsmlr: kernels vs NumPy, eqs. (9)-(12), schedules, backends, Dask failures."""
+import math
 import threading
 import time
 import warnings
@@ -11,7 +12,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib.dsmlr import (
     DSMLR, DataParallelLBFGS, LBFGSStatus, WorkerLostError, auto_learning_rate, block_lse,
-    block_sgd, column_sgd, ds_objective, exact_b, primal_objective, sync_schedule,
+    block_sgd, column_sgd, ds_objective, exact_b, fit_log_concavity, primal_objective,
+    simulate_schedules, sync_schedule,
 )
 from xclib.exact import SoftmaxRegression
 
@@ -399,3 +401,68 @@ def test_sklearn_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
+
+
+def _sgd_rows_first(X, y, b, rows, W, cls, off, eta, alpha, K):
+    """Eq. (13) in the rows-then-classes order with the lazy scale, exactly as the kernel
+    did before its class-by-class loop (same floating-point operations)."""
+    W = W.copy()
+    scale = np.ones(W.shape[0])
+    step = eta * K
+    shrink = 1.0 - step * alpha
+    for i in rows:
+        idx = X.indices[X.indptr[i]:X.indptr[i + 1]]
+        val = X.data[X.indptr[i]:X.indptr[i + 1]]
+        for k in cls:
+            dot = 0.0
+            for j, v in zip(idx, val):
+                dot += W[k, j] * v
+            g = math.exp(scale[k] * dot + b[i]) - (1.0 if y[i] == off + k else 0.0)
+            scale[k] *= shrink
+            a = -step * g / scale[k]
+            for j, v in zip(idx, val):
+                W[k, j] += a * v
+    return W * scale[:, None]
+
+
+def test_block_sgd_class_order_is_bit_identical_to_row_order():
+    """With the exact b the class-by-class loop changes the memory order, not the numbers."""
+    X, y = _data(n=60, d=9, k=7)
+    rng = np.random.default_rng(4)
+    W0 = rng.normal(size=(7, X.shape[1])) * 0.1
+    b = rng.normal(size=X.shape[0]) - 2
+    rows = rng.permutation(X.shape[0]).astype(np.int64)
+    cls = rng.permutation(7).astype(np.int64)
+    W = W0.copy()
+    block_sgd(X.indptr, X.indices, X.data, y, b.copy(), rows, W, cls, 0, 0.02, 0.1, 7, 0.0)
+    Wr = _sgd_rows_first(X, y, b, rows, W0, cls, 0, 0.02, 0.1, 7)
+    np.testing.assert_allclose(W, Wr, rtol=1e-14, atol=1e-15)
+
+
+def test_block_lse_tiles_cover_every_row():
+    """More rows than one tile (and a partial last tile): every row's log-sum-exp."""
+    X, _ = _data(n=300, d=6, k=3)
+    W = np.random.default_rng(5).normal(size=(5, X.shape[1]))
+    out = np.full(X.shape[0], np.nan)
+    block_lse(X.indptr, X.indices, X.data, W, out)
+    np.testing.assert_allclose(out, logsumexp(X @ W.T, axis=1), rtol=1e-12)
+
+
+def test_simulated_async_respects_the_link_bandwidth():
+    """No worker sends faster than its link: time >= bytes sent per worker / bandwidth."""
+    K, D, P = 1000, 50_000, 16
+    nnz = np.full(P, 1e5)
+    slow = simulate_schedules(nnz, K, D, 1e-12, 1e-12, bandwidth=1e8)
+    assert slow["async"]["time"] >= slow["async"]["bytes"] / 1e8
+    fast = simulate_schedules(nnz, K, D, 1e-9, 1e-9, bandwidth=1e15, latency=0.0)
+    one = simulate_schedules(nnz[:1] * P, K, D, 1e-9, 1e-9, bandwidth=1e15, latency=0.0)
+    assert one["async"]["time"] / fast["async"]["time"] > 0.8 * P  # compute-bound: ~linear
+
+
+def test_log_concavity_decreases_towards_the_optimum():
+    X, y = _data(n=80, d=6, k=4)
+    res = fit_log_concavity(X, y, 0.05, n_outer=15, inner_iter=20)
+    obj = np.array(res.history_["objective"])
+    assert np.all(np.diff(obj) <= 1e-10)  # block coordinate descent on L2: monotone
+    opt = SoftmaxRegression(alpha=0.05, fit_intercept=False, tol=1e-10).fit(X, y).objective_
+    assert obj[-1] - opt < 1e-3 * abs(opt)

@@ -29,6 +29,7 @@ The package, in the order of the chapter:
 ``simulator``          :func:`simulate_schedules`, a cost model beyond the cores at hand
 ``estimator``          :class:`DSMLR` = a schedule × a backend on the base epoch loop
 ``lbfgs``              :class:`DataParallelLBFGS`, the paper's data-parallel baseline
+``lc``                 :func:`fit_log_concavity`, the paper's model-parallel baseline
 =====================  ====================================================================
 
 Algorithm 1 initialises ``b = 1/K``; with ``W = 0`` eq. (9) gives ``b_i = −log K``. We read the
@@ -40,6 +41,7 @@ from .dask_backend import DaskBackend, WorkerLostError
 from .estimator import DSMLR, DSMLRState, auto_learning_rate
 from .kernels import block_lse, block_sgd, column_sgd
 from .lbfgs import DataParallelLBFGS, LBFGSStatus
+from .lc import LogConcavityResult, fit_log_concavity
 from .objective import ds_objective, exact_b, primal_objective
 from .schedules import AsyncSchedule, Blocks, SyncSchedule, partition, sync_schedule
 from .simulator import simulate_schedules
@@ -65,5 +67,7 @@ __all__ = [
     "DSMLRState",
     "DataParallelLBFGS",
     "LBFGSStatus",
+    "fit_log_concavity",
+    "LogConcavityResult",
     "WorkerLostError",
 ]

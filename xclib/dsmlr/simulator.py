@@ -28,11 +28,18 @@ def _simulate_sync(nnz, kq, sec_per_op, msg):
 
 
 def _simulate_async(nnz, K, sec_per_op, msg, max_chunks):
-    """Algorithm 2: event simulation of the token ring (FIFO queues, chunks of columns)."""
+    """Algorithm 2: event simulation of the token ring (FIFO queues, chunks of columns).
+
+    Each worker's outgoing link carries one message at a time: a chunk waits until the link
+    is free, occupies it for ``bytes / bandwidth`` seconds and arrives ``latency`` later
+    (store-and-forward). So a worker can never send faster than the bandwidth allows, and the
+    time is at least ``bytes sent per worker / bandwidth``.
+    """
     P = nnz.shape[0]
     n_chunks = min(K, max_chunks)
     size = np.diff(partition(K, n_chunks)).astype(float)
     free = np.zeros(P)
+    link = np.zeros(P)  # when worker p's link to p + 1 is free again
     events = []  # (arrival time, seq, worker, chunk, hops)
     rng = np.random.default_rng(0)
     seq = 0
@@ -45,10 +52,11 @@ def _simulate_async(nnz, K, sec_per_op, msg, max_chunks):
         free[p] = max(arrival, free[p]) + 1.5 * sec_per_op * nnz[p] * size[c]
         t = max(t, free[p])
         if hops + 1 < P:
-            heapq.heappush(events, (free[p] + msg(size[c]), seq, (p + 1) % P, c, hops + 1))
+            link[p] = max(free[p], link[p]) + msg.transfer(size[c])
+            heapq.heappush(events, (link[p] + msg.latency, seq, (p + 1) % P, c, hops + 1))
             seq += 1
     nbytes = 8.0 * msg.D * K * (P - 1) / P if P > 1 else 0.0
-    return t, nbytes
+    return max(t, float(link.max())), nbytes
 
 
 class _Message:
@@ -57,8 +65,12 @@ class _Message:
     def __init__(self, D, bandwidth, latency):
         self.D, self.bandwidth, self.latency = D, bandwidth, latency
 
+    def transfer(self, rows):
+        """Seconds the link is busy with ``rows`` rows (bandwidth only)."""
+        return 8.0 * self.D * rows / self.bandwidth
+
     def __call__(self, rows):
-        return self.latency + 8.0 * self.D * rows / self.bandwidth
+        return self.latency + self.transfer(rows)
 
 
 def simulate_schedules(block_nnz, n_classes, n_features, sec_per_op, lbfgs_sec_per_op,
@@ -69,15 +81,18 @@ def simulate_schedules(block_nnz, n_classes, n_features, sec_per_op, lbfgs_sec_p
     "one non-zero × one class" costs ``sec_per_op`` seconds for DS-MLR (the (13) step plus the
     partial sum of (9), measured on one worker) and ``lbfgs_sec_per_op`` for one exact
     gradient (measured likewise). A message of m bytes between two workers costs
-    ``latency + m / bandwidth`` (defaults: 10 Gbit/s, 50 µs).
+    ``latency + m / bandwidth`` (defaults: 10 Gbit/s = 1.25e9 bytes/s per link, 50 µs), and a
+    worker's link to its ring neighbour carries one message at a time.
 
     * sync (Algorithm 1): 2P inner epochs; in each the slowest worker sets the pace and every
       worker then sends a parameter block (K/P rows of D float64) to its neighbour. The partial
       sums need a dot product per (non-zero, class) but no step, counted as half an op.
     * async (Algorithm 2): an event simulation of the token ring — columns (grouped in at most
       ``max_chunks`` chunks) queue at a worker, take ``1.5 · sec_per_op · nnz_p · |chunk|``
-      there and arrive at the next worker a message later; computation and communication
-      overlap.
+      there, then queue for the worker's outgoing link, which sends one chunk at a time
+      (``8·D·|chunk| / bandwidth`` seconds) and delivers it ``latency`` later; computation and
+      communication overlap, but no link carries more than ``bandwidth`` bytes per second, so
+      the time is at least the bytes a worker sends divided by the bandwidth.
     * L-BFGS (data parallel): per iteration one gradient (slowest worker) and a ring all-reduce
       of the K × D gradient, ``2 (P−1)/P · 8KD`` bytes per worker, plus the broadcast of W.
 
