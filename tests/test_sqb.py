@@ -1,5 +1,7 @@
 """Tests of xclib.sqb: the quadratic bound, the batch statistics, the inexact solvers, SQB and
 its baselines (all on the same ℓ2-regularised logistic objective)."""
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -472,3 +474,30 @@ def test_multinomial_sqb_reaches_softmax_regression_optimum():
                           LogisticLBFGS()])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_same_batches_count_each_row_once(problem):
+    """batches="same" (Lemma 4): S = T, so half-data batches make two iterations a pass."""
+    X, y = problem[0], problem[1]
+    n = X.shape[0]
+    half = dict(b1_mu=n // 2, b1_sigma=n // 2, cap_mu=n // 2, cap_sigma=n // 2, n_epochs=1,
+                random_state=0)
+    indep = SQB(**half).fit(X, y)
+    same = SQB(batches="same", **half).fit(X, y)
+    assert indep.n_iter_ == 1 and same.n_iter_ == 2
+    assert same.history_["passes"][-1] == pytest.approx(2 * (n // 2) / n)
+
+
+def test_same_batch_step_stays_in_the_seen_span():
+    """With S = T the gradient is in the range of Σ_T (Lemma 4): an exact solve with a tiny
+    ridge keeps θ of order one; an independent S of the same size multiplies the part of μ_T
+    it does not see by 1/alpha."""
+    X, y = _data(seed=3, n=400, d=30)
+    common = dict(b1_mu=5, b1_sigma=5, cap_mu=5, cap_sigma=5, n_inner=20, solver="lsqr",
+                  alpha=1e-6, n_epochs=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same = SQB(batches="same", **common).fit(X, y)
+        indep = SQB(**common).fit(X, y)
+    assert not same.diverged_ and np.linalg.norm(same.theta_) < 1e2
+    assert indep.diverged_ or np.linalg.norm(indep.theta_) > 1e4

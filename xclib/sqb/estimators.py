@@ -42,6 +42,7 @@ class _SQBSolver(_RidgeLogistic):
         "b1_sigma": _BATCH,
         "cap_mu": _BATCH,
         "cap_sigma": _BATCH,
+        "batches": [StrOptions({"independent", "same"})],
         "n_epochs": N_EPOCHS,
         "random_state": RANDOM_STATE,
         "verbose": VERBOSE,
@@ -49,7 +50,7 @@ class _SQBSolver(_RidgeLogistic):
 
     def __init__(self, learning_rate=1.0, alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
                  gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None, cap_sigma=None,
-                 n_epochs=10, random_state=None, verbose=False):
+                 batches="independent", n_epochs=10, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.alpha = alpha
         self.n_inner = n_inner
@@ -60,6 +61,7 @@ class _SQBSolver(_RidgeLogistic):
         self.b1_sigma = b1_sigma
         self.cap_mu = cap_mu
         self.cap_sigma = cap_sigma
+        self.batches = batches
         self.n_epochs = n_epochs
         self.random_state = random_state
         self.verbose = verbose
@@ -87,11 +89,15 @@ class _SQBSolver(_RidgeLogistic):
         # iterations until the rows evaluated (|T| + |S| each) reach one more pass
         ks = np.arange(state.k, state.k + n + 1)
         b_mu, b_sigma = self._schedule(ks, n)
-        cum = state.seen + np.cumsum(b_mu + b_sigma)
+        same = self.batches == "same"
+        if same:  # Lemma 4: S = T, one loop of Algorithm 1 gives μ_T and Σ_T
+            b_sigma = b_mu
+        cum = state.seen + np.cumsum(b_mu if same else b_mu + b_sigma)
         m = int(np.searchsorted(cum, target)) + 1  # first iteration reaching the target
         b_mu, b_sigma = b_mu[:m], b_sigma[:m]
         stream_mu = _permutation_stream(rng, n, int(b_mu[b_mu < n].sum()))
-        stream_sigma = _permutation_stream(rng, n, int(b_sigma[b_sigma < n].sum()))
+        stream_sigma = (stream_mu if same else
+                        _permutation_stream(rng, n, int(b_sigma[b_sigma < n].sum())))
         indptr, indices, data, yf = state.arrays
         solver = Solver.LSQR if self.solver == "lsqr" else Solver.CG
         sqb_iterations(indptr, indices, data, yf, state.theta, float(self.alpha),
@@ -146,6 +152,12 @@ class SQB(_BinaryLogistic, _SQBSolver):
         Initial batch sizes b¹ (5 in the paper); None is all T rows.
     cap_mu, cap_sigma : int ≥ 1 or None, default None
         Caps of the batches (the paper: all data for μ, 200 for Σ); None is all T rows.
+    batches : {"independent", "same"}, default "independent"
+        "independent": T and S are drawn independently (Theorem 1's hypothesis, eq. 6).
+        "same": S = T, the gradient batch, as one run of Algorithm 1 over T gives both; then
+        μ_T lies in the range of Σ_T (Lemma 4), so no direction of the gradient goes unseen,
+        but the step is no longer unbiased. ``b1_sigma``, ``cap_sigma`` and ``gamma_sigma``
+        are ignored, and each row counts once in the effective passes.
     n_epochs : int, default 10
         Rounds; each runs SQB iterations until the rows evaluated by both batches reach one
         more effective pass (at least one iteration: with full batches a round is one
