@@ -7,12 +7,14 @@ step of the paper's per-sample updates as is).
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
 import scipy.optimize
 from numba import njit
+from sklearn.exceptions import ConvergenceWarning
 
 from .._numba import sigmoid, softplus, sparse_row_axpy, sparse_row_dot
 from ..base import (
@@ -328,10 +330,15 @@ class LogisticLBFGS(_BinaryLogistic):
             iterates.append(np.array(theta, copy=True))
             evaluations.append(n_evals[0])
 
-        scipy.optimize.minimize(
+        res = scipy.optimize.minimize(
             fun, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B", callback=callback,
             options={"maxiter": int(self.max_iter), "maxfun": 10**9,
                      "maxcor": int(self.memory), "gtol": float(self.tol), "ftol": 0.0})
+        if not iterates and not res.success:
+            warnings.warn(
+                f"LogisticLBFGS made no step from θ = 0 ({res.message}): the line search "
+                "failed, typically on features of extreme scale; rescale X",
+                ConvergenceWarning, stacklevel=4)
         state.n_iter = len(iterates)
         if not iterates:  # stopped at θ = 0 (zero gradient)
             iterates, evaluations = [state.theta.copy()], [n_evals[0]]

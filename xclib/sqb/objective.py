@@ -75,6 +75,12 @@ class LogisticState:
     @classmethod
     def start(cls, X, y, n_weights=None, **extra):
         """State at θ = 0 for CSR ``X`` and encoded labels ``y``."""
+        big = float(np.max(np.abs(X.data))) if X.nnz else 0.0
+        if big > 1e150:  # ‖x‖² and every step's curvature overflow float64
+            raise ValueError(
+                f"X has entries up to {big:.3g}: their squares overflow float64, so no step "
+                "or curvature of the logistic cost can be computed; rescale X (for instance "
+                "with sklearn.preprocessing.StandardScaler)")
         arrays = (X.indptr, X.indices, X.data, y.astype(np.float64))
         size = X.shape[1] if n_weights is None else n_weights
         return cls(theta=np.zeros(size), arrays=arrays, n=X.shape[0], **extra)
