@@ -31,10 +31,14 @@ It is O(1) per step: ``W = s·V`` with one global scale ``s`` (the trick of scik
 epoch.
 
 **Learning-rate scale.** The step is ``W ← W − η · (1/n) Σ_i ∇ℓ_i`` (the mean over the minibatch
-of per-datapoint losses, no factor N): the scaling of the authors' released code and hence of
-their Table 2, whose tuned η is ``learning_rate`` as printed. A step η taken on the sum over
-the minibatch is ``learning_rate = n·η``; one on the paper's N-scaled objective (eq. 2 sums
-over datapoints) is ``learning_rate = N·η``.
+of per-datapoint losses, no factor N). Fagan & Iyengar's baselines ran in TensorFlow with the
+per-example loss vector passed to ``GradientDescentOptimizer.minimize``, which differentiates
+its *sum*: their step is ``η Σ_i ∇ℓ_i``, so a rate η of their Table 2 is
+``learning_rate = n·η`` here (``100·η`` for their n = 100). A step η on the paper's N-scaled
+objective (eq. 2 sums over datapoints) is ``learning_rate = N·η``. Their sampled softmax
+also subtracts the same ``log Q = log(m/K)`` from the true and the sampled logits, so with
+uniform sampling the weight ``K/m`` of :data:`Surrogate.IS` cancels there: their IS is the
+uncorrected softmax over the true class and the m samples.
 
 A biases-only model (the A&R chapter's toy) is the same kernel on a single constant feature:
 pass ``X = np.ones((N, 1))``; ``coef_[:, 0]`` are then the biases.
@@ -297,10 +301,11 @@ class OVE(_SampledSoftmax):
     Parameters
     ----------
     learning_rate : float > 0, η₀: the step is η · (mean gradient over the minibatch),
-        η_t = η₀ · decay^epoch. Fagan & Iyengar's Table 2 values are used as printed (module
-        docstring, *Learning-rate scale*). The default 0.1 suits standardised features
+        η_t = η₀ · decay^epoch. A rate of Fagan & Iyengar's Table 2 (a step on the sum over
+        the minibatch) is ``learning_rate = batch_size · η`` (module docstring,
+        *Learning-rate scale*). The default 0.1 suits standardised features
         (‖x‖² ≈ D); NCE's gradient is not bounded by the softmax and oscillates at 1.0 there.
-        On L2-normalised rows (the paper's setting) larger rates (Table 2: 10 to 1000) work.
+        On L2-normalised rows (the paper's setting) larger rates (10² to 10⁴) work.
     n_epochs : int ; batch_size : int, n (100 in the paper) ; n_sampled : int, m (5)
     alpha : float ≥ 0, ridge: the objective is mean surrogate + (alpha/2)‖W‖² (the paper's
         experiments use none: pass ``alpha=0.0`` to reproduce them)
