@@ -79,6 +79,63 @@ def test_simple_lsh_recall_on_class_like_queries():
     assert np.all(s <= s0 + 1e-12) and np.all(r != y)
 
 
+def test_simple_lsh_answers_zero_rows_without_inner_products():
+    # every query scores negative on the non-zero rows: the best other class is a zero row
+    # (score 0), found without hashing it and without an inner product
+    rng = np.random.default_rng(1)
+    K, D, n = 400, 30, 50
+    V = np.zeros((K, D))
+    V[:20] = -np.abs(rng.standard_normal((20, D)))
+    X = sp.csr_matrix(np.abs(rng.standard_normal((n, D))))
+    y = rng.integers(0, 20, n)
+    o = SimpleLSH(n_bits=64, n_candidates=5, random_state=0).build(V)
+    r, s = o.query(X, y)
+    r0, s0 = _numpy_argmax(V, X, y)
+    np.testing.assert_array_equal(s, 0.0)
+    np.testing.assert_array_equal(r, r0)                  # the smallest zero row, as exact
+    assert o.n_inner_products <= n * 5
+
+
+def _norm_dominated_problem(K=3000, D=400, n=300, seed=0):
+    # as in MEMOIR's weights at large K with Zipf class sizes: a few head rows have large
+    # norms and win the argmax on their norm at a wide angle; the many tail rows are small
+    rng = np.random.default_rng(seed)
+    V = np.zeros((K, D))
+    for k in range(K):
+        V[k, rng.choice(D, 8, replace=False)] = rng.standard_normal(8)
+    V *= np.where(np.arange(K) < 20, 50.0, 1.0)[:, None] * rng.lognormal(0, 0.3, K)[:, None]
+    V[:20] += rng.standard_normal((20, D))               # head rows: dense, wide angles
+    y = rng.integers(20, K, n)
+    X = sp.csr_matrix(np.where(rng.random((n, D)) < 0.03, rng.standard_normal((n, D)), 0.0))
+    return V, X, y
+
+
+def test_top_norm_rows_raise_recall_when_norms_decide():
+    V, X, y = _norm_dominated_problem()
+    K, n = V.shape[0], X.shape[0]
+    _, s0 = _numpy_argmax(V, X, y)
+    recall = {}
+    for top in (0, 20):
+        o = SimpleLSH(n_bits=64, n_candidates=K // 100, n_top=top, random_state=0).build(V)
+        r, s = o.query(X, y)
+        np.testing.assert_allclose(s, np.asarray(X.multiply(V[r]).sum(1)).ravel(),
+                                   rtol=1e-10, atol=1e-12)   # exact scores of what it returns
+        assert np.all(r != y) and np.all(s <= s0 + 1e-12)
+        assert o.n_inner_products <= n * (K // 100 + top)
+        recall[top] = np.mean(s >= s0 - 1e-12)
+    assert recall[20] >= 0.8 and recall[20] >= recall[0] + 0.2, recall
+
+
+def test_top_norm_rows_follow_updates():
+    V, X, y = _norm_dominated_problem(K=400, n=40)
+    o = SimpleLSH(n_bits=64, n_candidates=4, n_top=5, random_state=0).build(V)
+    V[300] *= 1000.0                                     # a tail row becomes the largest
+    o.update(V, [300])
+    assert 300 in o._top_rows()
+    fresh = SimpleLSH(n_bits=64, n_candidates=4, n_top=5, random_state=0).build(V)
+    np.testing.assert_array_equal(o.query(X, y)[0], fresh.query(X, y)[0])
+
+
 def test_simple_lsh_linear_update_equals_rebuild():
     V, X, y = _data(K=100, D=30, n=20)
     o = SimpleLSH(n_bits=64, random_state=3).build(V.copy())
@@ -250,7 +307,8 @@ def test_oracles_check_weights_updates_and_detach(oracle):
 
 def test_simple_lsh_parameters():
     for kw, match in [(dict(n_bits=0), "n_bits"), (dict(n_bits=1.5), "n_bits"),
-                      (dict(n_candidates=0), "n_candidates")]:
+                      (dict(n_candidates=0), "n_candidates"), (dict(n_top=-1), "n_top"),
+                      (dict(n_top=1.5), "n_top")]:
         with pytest.raises(ValueError, match=match):
             SimpleLSH(**kw)
 

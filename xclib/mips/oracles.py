@@ -1,0 +1,293 @@
+"""The MIPS oracles: exact scan, SimpleLSH and HNSW (one interface, see :mod:`xclib.mips`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base import as_generator
+from ._checks import _check_int, _check_queries, _check_rows, _check_weights
+from ._kernels import (_lsh_codes, _lsh_linear_update, _lsh_query, _lsh_recompute_rows,
+                       _pack_signs, _project_queries, exact_argmax_other)
+
+
+class _Oracle:
+    """What the three oracles share: input checks, counters and :meth:`detach`."""
+
+    name = ""
+    _index_attrs = ("V",)
+
+    def _built(self):
+        if getattr(self, "V", None) is None:
+            raise ValueError(f"{type(self).__name__} has no index: call build(V) first")
+        return self.V.shape
+
+    def _queries(self, X, exclude):
+        K, D = self._built()
+        return _check_queries(X, exclude, K, D, type(self).__name__)
+
+    def _check_update(self, V, rows):
+        K, D = self._built()
+        if np.shape(V) != (K, D):
+            raise ValueError(f"{type(self).__name__}.update: V has shape {np.shape(V)}, the "
+                             f"index was built on shape {(K, D)}")
+        return _check_rows(rows, K, type(self).__name__)
+
+    def detach(self):
+        """Drop the index and the weights (keep parameters and counters); return self.
+
+        A detached oracle answers no query until :meth:`build` is called again. ``Memoir``
+        detaches its oracle at the end of ``fit``, so ``oracle_`` costs a few bytes.
+        """
+        for attr in self._index_attrs:
+            if hasattr(self, attr):
+                setattr(self, attr, None)
+        return self
+
+
+# ------------------------------------------------------------------ oracles -----------------
+class ExactMIPS(_Oracle):
+    """Brute-force MIPS (the exact margin): ``K · nnz(x)`` work and ``K − 1`` inner products per
+    query. Holds a reference to a column-major float64 ``V``, so updates are free (any other
+    ``V`` is copied once and its changed rows copied on update)."""
+
+    name = "exact"
+
+    def __init__(self):
+        self.n_inner_products = 0
+        self.n_queries = 0
+
+    def build(self, V, row_sq=None):
+        """Index the K rows of ``V`` (K × D, K >= 2)."""
+        V0 = V
+        V = _check_weights(V, "ExactMIPS")
+        # keep a reference when V is column-major float64 (Memoir's layout), else a copy
+        self._copy = V is not V0 or not V.flags.f_contiguous
+        self.V = np.asfortranarray(V)
+        return self
+
+    def query(self, X, exclude):
+        """``(r, s)``: the exact ``argmax_{r != exclude[i]} x_i · v_r`` and its score."""
+        X, exclude = self._queries(X, exclude)
+        r, s = exact_argmax_other(X.indptr, X.indices, X.data, exclude, self.V)
+        self.n_queries += X.shape[0]
+        self.n_inner_products += X.shape[0] * (self.V.shape[0] - 1)
+        return r, s
+
+    def update(self, V, rows, row_sq=None, linear=None):
+        """Follow the changed ``rows`` of ``V``."""
+        rows = self._check_update(V, rows)
+        if self._copy:
+            self.V[rows] = V[rows]
+        else:
+            self.V = V
+
+
+class SimpleLSH(_Oracle):
+    """SimpleLSH (Neyshabur & Srebro 2015) with Hamming ranking and exact re-scoring.
+
+    Parameters
+    ----------
+    n_bits : int >= 1
+        Hash length (the paper used 64).
+    n_candidates : int >= 1 or None
+        Rows re-scored exactly per query (at most K − 1); None: ``max(16, K // 100)``.
+    n_top : int >= 0
+        Rows of largest norm re-scored for every query besides the Hamming candidates (the
+        limit of norm-ranging LSH, Yan et al. 2018, whose top range is searched
+        exhaustively). With Zipf-sized classes a few long rows win the argmax on their norm
+        at a wide angle, where a ranking by angle misses them. The set follows each update
+        in O(K). Default 0: plain SimpleLSH.
+    random_state : None, int or Generator
+        Seeds the Gaussian projection directions.
+
+    ``n_inner_products`` counts exact re-scorings; ``n_hamming`` counts code comparisons
+    (one popcount per 64 bits) and ``n_projection_ops`` the query hashing work
+    (``nnz(x) · bits`` multiply-adds).
+    """
+
+    name = "simple_lsh"
+    _index_attrs = ("V", "A", "a_pad", "P", "row_sq", "codes", "_qproj")
+
+    def __init__(self, n_bits=64, n_candidates=None, n_top=0, random_state=0):
+        self.n_bits = _check_int(n_bits, "n_bits", 1, "SimpleLSH")
+        self.n_top = _check_int(n_top, "n_top", 0, "SimpleLSH")
+        self.n_candidates = _check_int(n_candidates, "n_candidates", 1, "SimpleLSH",
+                                       none_ok=True)
+        self.random_state = random_state
+        self.n_inner_products = 0
+        self.n_hamming = 0
+        self.n_projection_ops = 0
+        self.n_queries = 0
+
+    def build(self, V, row_sq=None):
+        """Draw the projections and hash the K rows of ``V`` (O(K·D·bits))."""
+        V = _check_weights(V, "SimpleLSH")
+        rng = as_generator(self.random_state)
+        K, D = V.shape
+        G = rng.standard_normal((D + 1, self.n_bits))
+        self.A = np.ascontiguousarray(G[:D])
+        self.a_pad = np.ascontiguousarray(G[D])
+        self.V = V
+        self.P = V @ self.A
+        self.row_sq = np.einsum("ij,ij->i", V, V) if row_sq is None else row_sq
+        n_words = (self.n_bits + 63) // 64
+        self.codes = np.zeros((K, n_words), np.uint64)
+        self._qproj = None
+        self._recode()
+        nc = self.n_candidates
+        self._n_cand = max(1, min(K - 1, max(16, K // 100) if nc is None else int(nc)))
+        return self
+
+    def _top_rows(self):
+        """The ``n_top`` rows of largest norm (O(K) selection)."""
+        t = min(self.n_top, self.row_sq.shape[0])
+        if t == 0:
+            return np.zeros(0, np.int64)
+        return np.argpartition(self.row_sq, -t)[-t:].astype(np.int64)
+
+    def _zero_rows(self):
+        """Up to two rows with ``w_r = 0`` (smallest indices): each scores exactly 0."""
+        return np.flatnonzero(self.row_sq == 0.0)[:2].astype(np.int64)
+
+    def _recode(self):
+        m = float(self.row_sq.max()) if self.row_sq.size else 0.0
+        M = math.sqrt(m) if m > 0 else 0.0
+        _lsh_codes(self.P, self.row_sq, M, self.a_pad, self.codes)
+
+    def query(self, X, exclude):
+        """``(r, s)``: the best re-scored candidate ``!= exclude[i]`` and its exact score."""
+        X, exclude = self._queries(X, exclude)
+        qproj = _project_queries(X.indptr, X.indices, X.data, self.A)
+        qcodes = np.zeros((X.shape[0], self.codes.shape[1]), np.uint64)
+        _pack_signs(qproj, qcodes)
+        r, s, n_ip = _lsh_query(X.indptr, X.indices, X.data, exclude, qcodes, self.codes,
+                                self._n_cand, self.V, self._zero_rows(), self._top_rows())
+        self._qproj = qproj
+        self.n_queries += X.shape[0]
+        self.n_inner_products += int(n_ip)
+        self.n_hamming += X.shape[0] * self.codes.shape[0] * self.codes.shape[1]
+        self.n_projection_ops += X.nnz * self.n_bits
+        return r, s
+
+    def update(self, V, rows, row_sq=None, linear=None):
+        """Follow changed rows: O(bits) per additive update, else O(D + nnz · bits) per row;
+        then re-code all K rows (O(K · bits)) since the largest norm M may have moved."""
+        rows = self._check_update(V, rows)
+        if linear is not None:
+            lr, lc, lq = (np.asarray(a) for a in linear)
+            if not (lr.shape == lc.shape == lq.shape and lr.ndim == 1):
+                raise ValueError("SimpleLSH.update: linear must be three 1-D arrays of one "
+                                 "length (rows, coefs, query positions)")
+            lr = _check_rows(lr, V.shape[0], "SimpleLSH")
+            nq = 0 if self._qproj is None else self._qproj.shape[0]
+            if lq.size and (lq.dtype.kind not in "iu" or int(lq.min()) < 0
+                            or int(lq.max()) >= nq):
+                raise ValueError(f"SimpleLSH.update: linear query positions must index the "
+                                 f"last query batch ({nq} rows)")
+        self.V = V
+        if row_sq is not None:
+            self.row_sq = row_sq
+        else:
+            self.row_sq[rows] = np.einsum("ij,ij->i", V[rows], V[rows])
+        if linear is not None:
+            _lsh_linear_update(self.P, lr, np.asarray(lc, np.float64),
+                               np.asarray(lq, np.int64), self._qproj)
+        else:
+            _lsh_recompute_rows(self.P, rows, V, self.A)
+        self._recode()
+
+
+class HNSWMIPS(_Oracle):
+    """Graph MIPS through ``hnswlib`` (inner-product space), rows updated in place.
+
+    Parameters
+    ----------
+    ef : int >= 1
+        Search breadth (hnswlib's ``ef``; at least 2 is used, since two neighbours are asked).
+    M : int >= 2
+        Graph degree (hnswlib's ``M``; 0 crashes hnswlib and 1 fails, so both are refused here).
+    ef_construction : int >= 1
+        Search breadth while inserting.
+    random_state : None, int >= 0 or Generator
+        hnswlib's level-assignment seed.
+    num_threads : int >= 1
+
+    hnswlib does not expose how many distances a search computes, so ``n_inner_products``
+    counts only the exact re-scoring of the returned neighbour; its cost is measured in wall
+    time (see the benchmark). Queries are densified in batches (hnswlib takes dense float32),
+    which costs O(D) per query. All parameters are checked here, before hnswlib sees them.
+    """
+
+    name = "hnsw"
+    _index_attrs = ("V", "index")
+
+    def __init__(self, ef=100, M=16, ef_construction=200, random_state=0, num_threads=1):
+        who = "HNSWMIPS"
+        self.ef = _check_int(ef, "ef", 1, who)
+        self.M = _check_int(M, "M", 2, who)
+        self.ef_construction = _check_int(ef_construction, "ef_construction", 1, who)
+        if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+            _check_int(random_state, "random_state", 0, who)
+        elif not (random_state is None or isinstance(random_state, np.random.Generator)):
+            raise ValueError(f"{who}: random_state must be None, an int >= 0 or a "
+                             f"numpy.random.Generator, got {random_state!r}")
+        self.random_state = random_state
+        self.num_threads = _check_int(num_threads, "num_threads", 1, who)
+        self.n_inner_products = 0
+        self.n_queries = 0
+
+    def _seed(self):
+        if isinstance(self.random_state, (int, np.integer)):
+            return int(self.random_state)
+        return int(as_generator(self.random_state).integers(2**31))
+
+    def build(self, V, row_sq=None):
+        """Insert the K rows of ``V`` into a fresh graph."""
+        import hnswlib
+
+        V = _check_weights(V, "HNSWMIPS")
+        K, D = V.shape
+        self.index = hnswlib.Index(space="ip", dim=D)
+        self.index.init_index(max_elements=K, ef_construction=self.ef_construction, M=self.M,
+                              random_seed=self._seed())
+        self.index.set_num_threads(self.num_threads)
+        self.index.add_items(np.asarray(V, np.float32), np.arange(K))
+        self.index.set_ef(max(self.ef, 2))
+        self.V = V
+        return self
+
+    def query(self, X, exclude):
+        """``(r, s)``: the best of the two nearest graph neighbours ``!= exclude[i]``."""
+        X, exclude = self._queries(X, exclude)
+        K = self.V.shape[0]
+        labels, _ = self.index.knn_query(np.asarray(X.toarray(), np.float32), k=2)
+        labels = labels.astype(np.int64)
+        r = np.where(labels[:, 0] == exclude, labels[:, 1], labels[:, 0])
+        r = np.where(r == exclude, (exclude + 1) % K, r)
+        s = np.asarray(X.multiply(self.V[r]).sum(axis=1)).ravel()
+        self.n_queries += X.shape[0]
+        self.n_inner_products += X.shape[0]
+        return r, s
+
+    def update(self, V, rows, row_sq=None, linear=None):
+        """Re-insert the changed ``rows`` of ``V`` (hnswlib replaces an existing label)."""
+        rows = self._check_update(V, rows)
+        self.V = V
+        if rows.size:
+            self.index.add_items(np.asarray(V[rows], np.float32), rows)
+
+
+#: oracle names accepted by :func:`make_oracle` and ``Memoir(oracle=...)``
+ORACLES = {"exact": ExactMIPS, "simple_lsh": SimpleLSH, "hnsw": HNSWMIPS}
+
+
+def make_oracle(name, **options):
+    """An oracle by name (``"exact"``, ``"simple_lsh"``, ``"hnsw"``) or pass an instance through."""
+    if not isinstance(name, str):
+        return name
+    try:
+        cls = ORACLES[name]
+    except KeyError:
+        raise ValueError(f"unknown MIPS oracle {name!r}; choose one of {sorted(ORACLES)}") from None
+    return cls(**options)
