@@ -351,6 +351,13 @@ class Memoir(IterativeSoftmaxEstimator):
         return multiclass_hinge(coef, X, y, intercept)
 
     def _init_state(self, X, y, rng):
+        half = 1.0 + float(self.decay) * max(1, int(self.max_iter)) / 2.0
+        if self.penalty == "l2" and float(self.alpha) * float(self.learning_rate) / half >= 1:
+            raise ValueError(
+                f"learning_rate={self.learning_rate:g} with alpha={self.alpha:g} and "
+                f"decay={self.decay:g}: the shrink 1 - alpha·η_t of Algorithm 1 is <= 0, which "
+                "sets W to 0, in more than half of the max_iter batches; lower learning_rate "
+                "(or alpha)")
         K = self.classes_.shape[0]
         b = int(math.ceil(100 * math.sqrt(K))) if self.batch_size is None \
             else int(self.batch_size)
