@@ -239,6 +239,18 @@ def _oracle_for(est, rng):
     return make_oracle(name, **opts)
 
 
+def _check_shrink(est):
+    """Refuse steps whose ℓ2 shrink ``1 − alpha·η_t`` (Algorithm 1) is ≤ 0, which sets W to 0,
+    in more than half of the ``max_iter`` batches: such a fit learns nothing."""
+    half = 1.0 + float(est.decay) * max(1, int(est.max_iter)) / 2.0
+    if est.penalty == "l2" and float(est.alpha) * float(est.learning_rate) / half >= 1:
+        raise ValueError(
+            f"learning_rate={est.learning_rate:g} with alpha={est.alpha:g} and "
+            f"decay={est.decay:g}: the shrink 1 - alpha·η_t of Algorithm 1 is <= 0, which "
+            "sets W to 0, in more than half of the max_iter batches; lower learning_rate "
+            "(or alpha)")
+
+
 class Memoir(IterativeSoftmaxEstimator):
     """MEMOIR-ℓ2 (Algorithm 1) and MEMOIR-ℓ1 (Algorithm 2) with a pluggable MIPS oracle.
 
@@ -259,9 +271,8 @@ class Memoir(IterativeSoftmaxEstimator):
         Belyy's η₀, the step of ONE pair (see "The summed batch update").
     decay : float >= 0, default 0.02
         Belyy's η_step. The step of batch t = 1, 2, … is ``learning_rate / (1 + decay · t)``
-        (the paper's "1/t" schedule, the ``decay`` of Keras's classic SGD; unlike the
-        geometric ``learning_rate · decay^t`` of the softmax estimators, 0 means a constant
-        step).
+        (the paper's "1/t" schedule; unlike the geometric ``learning_rate · decay^t`` of the
+        softmax estimators, 0 means a constant step).
     batch_size : int >= 1 or None, default None
         |b|; None: ``ceil(100 · √K)`` (Table 4). Pairs are drawn uniformly with replacement.
     max_iter : int >= 1, default 400
@@ -351,13 +362,7 @@ class Memoir(IterativeSoftmaxEstimator):
         return multiclass_hinge(coef, X, y, intercept)
 
     def _init_state(self, X, y, rng):
-        half = 1.0 + float(self.decay) * max(1, int(self.max_iter)) / 2.0
-        if self.penalty == "l2" and float(self.alpha) * float(self.learning_rate) / half >= 1:
-            raise ValueError(
-                f"learning_rate={self.learning_rate:g} with alpha={self.alpha:g} and "
-                f"decay={self.decay:g}: the shrink 1 - alpha·η_t of Algorithm 1 is <= 0, which "
-                "sets W to 0, in more than half of the max_iter batches; lower learning_rate "
-                "(or alpha)")
+        _check_shrink(self)
         K = self.classes_.shape[0]
         b = int(math.ceil(100 * math.sqrt(K))) if self.batch_size is None \
             else int(self.batch_size)
