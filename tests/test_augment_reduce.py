@@ -263,21 +263,24 @@ def test_ove_coefficients_unbiased():
 def _step_buffers(K, D, B, m):
     return dict(G=np.zeros((K, D)), Gb=np.zeros(K), sW=np.full((K, D), -1.0),
                 sb=np.full((K, 1), -1.0), stampW=np.zeros((K, D), np.int64),
-                stampb=np.zeros((K, 1), np.int64), touched=np.empty(B * (m + 1) * D, np.int64),
+                stampb=np.zeros((K, 1), np.int64), markW=np.zeros((K, D), np.uint8),
+                markb=np.zeros(K, np.uint8), touched=np.empty(B * (m + 1) * D, np.int64),
                 touched_b=np.empty(B * (m + 1), np.int64))
 
 
 def _global_step(X, batch, y, S, C, W, b, buf, t, rho, inv_count, ridge_y, ridge_S):
     ar.global_step(X.indptr, X.indices, X.data, batch, y, S, C, W, b, buf["G"], buf["Gb"],
-                   buf["sW"], buf["sb"], buf["stampW"], buf["stampb"], buf["touched"],
+                   buf["sW"], buf["sb"], buf["stampW"], buf["stampb"], buf["markW"],
+                   buf["markb"], buf["touched"],
                    buf["touched_b"], t, rho, True, inv_count, ridge_y, ridge_S)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.05])
-def test_global_step_matches_dense_recursion(alpha):
+@pytest.mark.parametrize("D, density", [(6, 0.4), (60, 0.05)])  # the sweep, the touch list
+def test_global_step_matches_dense_recursion(alpha, D, density):
     rng = np.random.default_rng(11)
-    N, D, K, B, m = 12, 6, 5, 3, 2
-    X = sp.random(N, D, density=0.4, random_state=1, format="csr")
+    N, K, B, m = 12, 5, 3, 2
+    X = sp.random(N, D, density=density, random_state=1, format="csr")
     count = np.bincount(X.indices, minlength=D)
     inv_count = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
     ridge_y = N / B * N * alpha
@@ -319,6 +322,7 @@ def test_global_step_matches_dense_recursion(alpha):
         np.testing.assert_allclose(W, Wd, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(b, bd, rtol=1e-12, atol=1e-14)
     assert not buf["G"].any() and not buf["Gb"].any()
+    assert not buf["markW"].any() and not buf["markb"].any()
 
 
 def test_global_step_ridge_is_unbiased():
@@ -370,6 +374,19 @@ def test_estimator_learns_and_is_deterministic(model):
     assert len(a.elbo_trace_) == a.n_iter_ == 15 * (600 // 50)
     assert np.all(np.diff(a.time_trace_) >= 0)
     assert np.isfinite(a.log_likelihood(X, y, n_samples=200))
+
+
+@pytest.mark.parametrize("model", ["softmax", "probit"])
+def test_eval_every_changes_the_history_not_the_fit(model):
+    X, y = _blobs()
+    kw = dict(model=model, batch_size=50, n_sampled=2, n_epochs=7, random_state=3,
+              history_samples=20)
+    a = AugmentReduce(**kw).fit(X, y)
+    b = AugmentReduce(eval_every=3, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.elbo_trace_, b.elbo_trace_)
+    assert b.history_["epoch"] == [3, 6, 7] and b.n_epochs_ == a.n_epochs_ == 7
+    assert b.history_["train_loss"][-1] == pytest.approx(a.history_["train_loss"][-1])
 
 
 def test_defaults_fit_standardised_data():

@@ -47,6 +47,8 @@ class _ARState:
     sb: np.ndarray = None
     stampW: np.ndarray = None     # iteration of each coordinate's last touch
     stampb: np.ndarray = None
+    markW: np.ndarray = None      # (K, D) uint8 marks of the coordinates one iteration touches
+    markb: np.ndarray = None
     touched: np.ndarray = None
     touched_b: np.ndarray = None
     mark: np.ndarray = None       # (K,) scratch of subsample_classes
@@ -71,6 +73,7 @@ class _ARState:
         self.G, self.Gb = np.zeros((K, D)), np.zeros(K)
         self.sW, self.sb = np.full((K, D), -1.0), np.full((K, 1), -1.0)
         self.stampW, self.stampb = np.zeros((K, D), np.int64), np.zeros((K, 1), np.int64)
+        self.markW, self.markb = np.zeros((K, D), np.uint8), np.zeros(K, np.uint8)
         self.touched = np.empty(max(1, B * (m + 1) * nnz_max), np.int64)
         self.touched_b = np.empty(B * (m + 1), np.int64)
         self.mark = np.zeros(K, np.bool_)
@@ -179,6 +182,9 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     history_samples : int >= 1, default 100
         Importance samples of eq. (5) for the probit/logistic ``history_`` losses.
     n_epochs : int >= 0, default 10
+    eval_every : int >= 1, default 1
+        Epochs between entries of ``history_`` (each entry scores all N training rows, which
+        on long runs can cost more than the epochs themselves).
     random_state, verbose : as in every estimator of the book.
 
     Attributes
@@ -212,15 +218,15 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         "local_clock": [StrOptions({"visits", "global"})],
         "init_scale": _FINITE_SCALE, "init_scale_bias": _FINITE_SCALE,
         "fit_intercept": FIT_INTERCEPT,
-        "history_samples": _POSITIVE_INT, "n_epochs": N_EPOCHS,
+        "history_samples": _POSITIVE_INT, "n_epochs": N_EPOCHS, "eval_every": _POSITIVE_INT,
         "random_state": RANDOM_STATE, "verbose": VERBOSE,
     }
 
     def __init__(self, model="softmax", alpha=1e-4, batch_size=100, n_sampled=1,
                  learning_rate=0.1, decay=0.9, decay_every=2000, local_learning_rate=None,
                  local_clock="visits", init_scale=0.1, init_scale_bias=0.001,
-                 fit_intercept=True, history_samples=100, n_epochs=10, random_state=None,
-                 verbose=False):
+                 fit_intercept=True, history_samples=100, n_epochs=10, eval_every=1,
+                 random_state=None, verbose=False):
         self.model = model
         self.alpha = alpha
         self.batch_size = batch_size
@@ -235,6 +241,7 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         self.fit_intercept = fit_intercept
         self.history_samples = history_samples
         self.n_epochs = n_epochs
+        self.eval_every = eval_every
         self.random_state = random_state
         self.verbose = verbose
 
@@ -242,7 +249,16 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     def _init_state(self, X, y, rng):
         return _start_state(self, X, rng)
 
-    def _run_epoch(self, st, X, y, epoch, rng):
+    def _n_rounds(self):
+        return -(-int(self.n_epochs) // int(self.eval_every))
+
+    def _run_epoch(self, st, X, y, rnd, rng):
+        """One round: ``eval_every`` epochs (fewer in the last round)."""
+        every = int(self.eval_every)
+        for _ in range(min(every, int(self.n_epochs) - rnd * every)):
+            self._one_epoch(st, X, y, rng)
+
+    def _one_epoch(self, st, X, y, rng):
         N, B, m, K = st.n_rows, st.batch, st.n_sampled, st.n_classes
         perm = rng.permutation(N)
         scale = N / B
@@ -260,8 +276,8 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
             _local_step(st, batch, t, scale, rng, self.local_clock)
             rho = self.learning_rate * self.decay ** ((t - 1) // self.decay_every)
             global_step(X.indptr, X.indices, X.data, batch, yb, st.S, st.C, st.W, st.b,
-                        st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.touched,
-                        st.touched_b, t, rho, bool(self.fit_intercept), st.inv_count,
+                        st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb,
+                        st.touched, st.touched_b, t, rho, bool(self.fit_intercept), st.inv_count,
                         ridge_y, ridge_S)
             st.clock += time.perf_counter() - t0
             st.elbo_trace.append(float(st.elbo.mean()))
@@ -271,6 +287,10 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         return st.W, (st.b if self.fit_intercept else None)
 
     def _finalize(self, st):
+        every = int(self.eval_every)
+        self.history_["epoch"] = [min(e * every, int(self.n_epochs))
+                                  for e in self.history_["epoch"]]
+        self.n_epochs_ = min(self.n_epochs_ * every, int(self.n_epochs))
         self.elbo_trace_ = np.asarray(st.elbo_trace)
         self.time_trace_ = np.asarray(st.time_trace)
         self.n_iter_ = st.t

@@ -177,28 +177,36 @@ def ove_coefficients(psi_y, psi_S, n_classes, scale, C, elbo):
 
 
 @njit(cache=True, nogil=True)
-def _decay_rms(s, stamp, r, c, t):
-    """Bring one coordinate's RMS state to iteration ``t`` (``0.9^Δt``) at its first touch."""
-    last = stamp[r, c]
-    if s[r, c] > 0.0:
-        dt = t - last
-        s[r, c] *= _DECAY[dt] if dt < _NDECAY else 0.9 ** dt
-    stamp[r, c] = t
+def _rms_step(s, stamp, r, c, g, t):
+    """Section 4's RMS state of one coordinate touched at iteration ``t``; returns √s_t.
 
-
-@njit(cache=True, nogil=True)
-def _rms_update(s, r, c, g):
-    """``s ← 0.1 g² + 0.9 s`` (already decayed), ``s = g²`` at the first touch; returns √s."""
+    Untouched since ``stamp[r, c]``, its state only decayed (g = 0): ``s ← 0.9^Δt s``, done
+    here lazily, then ``s ← 0.1 g² + s`` (``s = g²`` at the first touch, −1 = never touched).
+    """
     if s[r, c] < 0.0:
         s[r, c] = g * g
     else:
+        dt = t - stamp[r, c]
+        if s[r, c] > 0.0:
+            s[r, c] *= _DECAY[dt] if dt < _NDECAY else 0.9 ** dt
         s[r, c] += 0.1 * g * g
+    stamp[r, c] = t
     return math.sqrt(s[r, c])
 
 
 @njit(cache=True, nogil=True)
+def _apply(W, G, sW, stampW, markW, k, col, t, step):
+    """Step one touched coordinate with its accumulated gradient; clears G and the mark."""
+    g = G[k, col]
+    G[k, col] = 0.0
+    markW[k, col] = 0
+    W[k, col] += step * g / (1.0 + _rms_step(sW, stampW, k, col, g, t))
+
+
+@njit(cache=True, nogil=True)
 def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stampW, stampb,
-                touched, touched_b, t, rho, fit_intercept, inv_count, ridge_y, ridge_S):
+                markW, markb, touched, touched_b, t, rho, fit_intercept, inv_count, ridge_y,
+                ridge_S):
     """Global (M) step shared by every method: ``w ← w + ρ_t g`` with Section 4's step size.
 
     The data gradient is ``Σ_{n∈B} Σ_{k'∈S_n} C[n, k'] (x̃_n e_{y_n} − x̃_n e_{k'})`` with
@@ -212,14 +220,16 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
 
     Step size per coordinate: ``s_t = 0.1 g_t² + 0.9 s_{t−1}`` (``s = g²`` at the first
     touch, as in ADVI) and ``ρ_t = rho · t^{−1/2+1e−16} / (1 + √s_t)``; ``rho`` already
-    includes the ``decay`` schedule. ``G``/``Gb`` are zero gradient buffers (left zero on
-    exit), ``sW``/``sb`` the RMS state (−1 = never touched), ``stampW``/``stampb`` the
-    iteration of the last touch, ``touched`` and ``touched_b`` scratch of size
-    ≥ B·(|S|+1)·max nnz and B·(|S|+1). Untouched coordinates have g = 0, so their RMS state
-    only decays; it is decayed lazily (``0.9^Δt`` at the next touch), exactly the dense
-    recursion.
+    includes the ``decay`` schedule. ``G``/``Gb`` are zero gradient buffers and
+    ``markW``/``markb`` zero uint8 marks of the coordinates touched (all left zero on exit),
+    ``sW``/``sb`` the RMS state (−1 = never touched), ``stampW``/``stampb`` the iteration of
+    the last touch, ``touched`` and ``touched_b`` scratch of size ≥ B·(|S|+1)·max nnz and
+    B·(|S|+1). Untouched coordinates have g = 0, so their RMS state only decays; it is
+    decayed lazily (``0.9^Δt`` at the next touch), exactly the dense recursion. When the
+    iteration touches more than a quarter of the K·D weights (MNIST, Bibtex), the step sweeps
+    the marks in memory order instead of the touch list: the same updates, fewer cache misses.
     """
-    D = W.shape[1]
+    K, D = W.shape
     nt = 0
     nb = 0
     m = S.shape[1]
@@ -240,28 +250,32 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
                 r = ridge_y
             for p in range(lo, hi):  # sparse_row_axpy(c, x_n, G[k]) with lazy touches
                 col = indices[p]
-                if stampW[k, col] != t:  # first touch in this iteration
-                    _decay_rms(sW, stampW, k, col, t)
+                if markW[k, col] == 0:  # first touch in this iteration
+                    markW[k, col] = 1
                     touched[nt] = k * D + col
                     nt += 1
                 G[k, col] += c * data[p]
                 if penalise:
                     G[k, col] -= r * inv_count[col] * W[k, col]
             if fit_intercept:
-                if stampb[k, 0] != t:
-                    _decay_rms(sb, stampb, k, 0, t)
+                if markb[k] == 0:
+                    markb[k] = 1
                     touched_b[nb] = k
                     nb += 1
                 Gb[k] += c
     step = rho * t ** (-0.5 + 1e-16)
-    for q in range(nt):
-        k = touched[q] // D
-        col = touched[q] - k * D
-        g = G[k, col]
-        G[k, col] = 0.0
-        W[k, col] += step * g / (1.0 + _rms_update(sW, k, col, g))
+    if 4 * nt > K * D:
+        for k in range(K):
+            for col in range(D):
+                if markW[k, col] != 0:
+                    _apply(W, G, sW, stampW, markW, k, col, t, step)
+    else:
+        for q in range(nt):
+            k = touched[q] // D
+            _apply(W, G, sW, stampW, markW, k, touched[q] - k * D, t, step)
     for q in range(nb):
         k = touched_b[q]
         g = Gb[k]
         Gb[k] = 0.0
-        b[k] += step * g / (1.0 + _rms_update(sb, k, 0, g))
+        markb[k] = 0
+        b[k] += step * g / (1.0 + _rms_step(sb, stampb, k, 0, g, t))
