@@ -128,3 +128,18 @@ def test_node_packages_are_pinned():
              if not re.fullmatch(r"\d+\.\d+\.\d+", v)}
     assert not loose, f"package.json: pin exact versions, not ranges: {loose}"
     assert (ROOT / "package-lock.json").exists(), "package-lock.json must be committed"
+
+
+def test_library_rooms_stay_small():
+    """No module of xclib over 600 lines, no function or class over 150."""
+    big = []
+    for path in sorted((ROOT / "xclib").rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 600:
+            big.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > 150:
+                    big.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
+    assert not big, "\n".join(big)

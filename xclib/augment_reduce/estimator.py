@@ -136,6 +136,23 @@ class _Likelihood:
         return np.log(self.predict_proba(X))
 
 
+#: AugmentReduce's parameter table (checked before every fit)
+_AR_CONSTRAINTS = {
+    "model": [StrOptions(set(MODELS))],
+    "alpha": ALPHA,
+    "batch_size": _POSITIVE_INT, "n_sampled": _POSITIVE_INT,
+    "learning_rate": LEARNING_RATE,
+    "decay": DECAY,
+    "decay_every": _POSITIVE_INT,
+    "local_learning_rate": [Interval(Real, 0, 1, closed="right"), None],
+    "local_clock": [StrOptions({"visits", "global"})],
+    "init_scale": _FINITE_SCALE, "init_scale_bias": _FINITE_SCALE,
+    "fit_intercept": FIT_INTERCEPT,
+    "history_samples": _POSITIVE_INT, "n_epochs": N_EPOCHS, "eval_every": _POSITIVE_INT,
+    "random_state": RANDOM_STATE, "verbose": VERBOSE,
+}
+
+
 class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     """Softmax, multinomial probit or logistic regression by A&R (Ruiz et al. 2018).
 
@@ -161,9 +178,8 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     n_sampled : int >= 1, default 1
         |S|, clipped to K − 1.
     learning_rate : float > 0, default 0.1
-        ρ₀ of Section 4, on the paper's scale (the gradient of the bound summed over the N
-        rows, N/|B| times the minibatch sum): its 0.02 carries over unchanged (0.1, the
-        default, is better in the default 10 epochs). The step of coordinate j at iteration t
+        ρ₀ of Section 4, on the paper's scale (the bound's gradient summed over the N rows):
+        its 0.02 carries over unchanged (0.1 is better in 10 epochs). The step of j at t
         is ``learning_rate · decay^⌊(t−1)/decay_every⌋ · t^{−1/2+1e−16} / (1 + √s_tj)``,
         ``s_tj = 0.1 g_tj² + 0.9 s_{t−1,j}``.
     decay, decay_every : float in (0, 1], int >= 1, default 0.9 and 2000
@@ -178,10 +194,9 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     init_scale, init_scale_bias : float >= 0, default 0.1 and 0.001
         Standard deviations of the Gaussian initial weights and biases (drawn first: every
         model starts from the same point for the same seed).
-    fit_intercept : bool, default True
+    fit_intercept : bool, default True ; n_epochs : int >= 0, default 10
     history_samples : int >= 1, default 100
         Importance samples of eq. (5) for the probit/logistic ``history_`` losses.
-    n_epochs : int >= 0, default 10
     eval_every : int >= 1, default 1
         Epochs between entries of ``history_`` (each entry scores all N training rows, which
         on long runs can cost more than the epochs themselves).
@@ -201,26 +216,12 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     Divergence
     ----------
     The base class's checks apply. Besides, a fit whose lowest training loss stays above
-    10·max(log K, 1) (ten times the loss of uniform probabilities) warns DivergenceWarning
-    and sets ``diverged_`` (``coef_`` = final weights): the normalised step moves a weight by
-    about ``learning_rate`` per iteration, so features on a huge scale (``X · 1e200``: the
-    random start's loss is already ~1e199) cannot be fitted. Standardise X.
+    10·max(log K, 1) warns DivergenceWarning and sets ``diverged_`` (``coef_`` = final
+    weights): the normalised step moves a weight by about ``learning_rate`` per iteration, so
+    features on a huge scale (``X · 1e200``) cannot be fitted. Standardise X.
     """
 
-    _parameter_constraints = {
-        "model": [StrOptions(set(MODELS))],
-        "alpha": ALPHA,
-        "batch_size": _POSITIVE_INT, "n_sampled": _POSITIVE_INT,
-        "learning_rate": LEARNING_RATE,
-        "decay": DECAY,
-        "decay_every": _POSITIVE_INT,
-        "local_learning_rate": [Interval(Real, 0, 1, closed="right"), None],
-        "local_clock": [StrOptions({"visits", "global"})],
-        "init_scale": _FINITE_SCALE, "init_scale_bias": _FINITE_SCALE,
-        "fit_intercept": FIT_INTERCEPT,
-        "history_samples": _POSITIVE_INT, "n_epochs": N_EPOCHS, "eval_every": _POSITIVE_INT,
-        "random_state": RANDOM_STATE, "verbose": VERBOSE,
-    }
+    _parameter_constraints = _AR_CONSTRAINTS
 
     def __init__(self, model="softmax", alpha=1e-4, batch_size=100, n_sampled=1,
                  learning_rate=0.1, decay=0.9, decay_every=2000, local_learning_rate=None,
