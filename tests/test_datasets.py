@@ -16,52 +16,13 @@ import scipy.sparse as sp
 from xclib import datasets as ds
 from xclib.datasets import ChecksumError, DataFormatError, DataNotFoundError, load
 from xclib.datasets._files import FILES
-from xclib.datasets._readers import IDX_DTYPES
 
 # ------------------------------------------------------------------------------------------
 # fixtures: tiny files in each format
 # ------------------------------------------------------------------------------------------
 
-ARFF_TRAIN = """% a tiny MULAN-style file
-@relation tiny
-
-@attribute w0 {0,1}
-@attribute 'w 1' {0,1}
-@attribute w2 numeric
-@attribute L_a {0,1}
-@attribute L_b {0,1}
-@attribute L_c {0,1}
-
-@data
-{0 1,2 0.5,4 1,5 1}
-{1 1,3 1}
-{0 1,1 1}
-{2 2,5 1}
-"""
-ARFF_TEST = """@relation tiny_test
-@attribute w0 {0,1}
-@attribute 'w 1' {0,1}
-@attribute w2 numeric
-@attribute L_a {0,1}
-@attribute L_b {0,1}
-@attribute L_c {0,1}
-@data
-{0 1,4 1}
-0,1,0,0,0,1
-"""
-XML = """<?xml version="1.0" encoding="utf-8"?>
-<labels xmlns="http://mulan.sourceforge.net/labels">
-<label name="L_a"></label>
-<label name="L_b"></label>
-<label name="L_c"></label>
-</labels>
-"""
-
-
-def idx_bytes(a, code=0x08):
-    a = np.asarray(a)
-    head = bytes([0, 0, code, a.ndim]) + np.array(a.shape, ">u4").tobytes()
-    return head + a.astype(IDX_DTYPES[code]).tobytes()
+# the tiny files of each format are the readers' tests' own
+from test_datasets_readers import ARFF_TEST, ARFF_TRAIN, XML, idx_bytes  # noqa: E402
 
 
 def _sha(b):
