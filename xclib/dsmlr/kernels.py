@@ -147,21 +147,7 @@ def column_sgd(indptr, indices, data, y, b, rows, w, k, eta, alpha, n_classes, l
     partial sums ``lse_acc`` (kept on the log scale: ``lse_acc[i] ← logaddexp(lse_acc[i], s)``).
     """
     step = eta * n_classes
-    shrink = 1.0 - step * alpha
-    scale = 1.0
-    for ii in range(rows.shape[0]):
-        i = rows[ii]
-        idx = indices[indptr[i]:indptr[i + 1]]
-        val = data[indptr[i]:indptr[i + 1]]
-        s = scale * sparse_row_dot(idx, val, w) + b[i]
-        g = math.exp(s) - (1.0 if y[i] == k else 0.0)
-        scale *= shrink
-        sparse_row_axpy(-step * g / scale, idx, val, w)
-        if abs(scale) < _RESCALE:
-            _fold(w, scale)
-            scale = 1.0
-    if scale != 1.0:
-        _fold(w, scale)
+    _class_sweep(indptr, indices, data, y, b, rows, w, k, step, 1.0 - step * alpha)
     n = indptr.shape[0] - 1
     for i in range(n):
         idx = indices[indptr[i]:indptr[i + 1]]
