@@ -164,7 +164,8 @@ def _label(method, diverged):
     return f"{name} (diverged)" if diverged else name
 
 
-def _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, ylim):
+def _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, ylim,
+          xlabel="epoch", reference_label="optimum"):
     """Draw one frame: ``curves`` is a list of (method, history)."""
     ax.clear()
     colors = [f"C{i}" for i in range(10)]
@@ -185,12 +186,12 @@ def _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, yl
                 xe, ye = 0.0, ylim[1]
             ax.plot([xe], [ye], "x", color=c, ms=12, mew=3)
     if reference is not None and (not logy or reference > 0):
-        ax.axhline(reference, color="k", ls="--", lw=1, label="optimum")
+        ax.axhline(reference, color="k", ls="--", lw=1, label=reference_label)
     if logy:
         ax.set_yscale("log")
     ax.set_ylim(*ylim)
     ax.set_xlim(0, max(1, n_epochs))
-    ax.set_xlabel("epoch")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel or metric.replace("_", " "))
     head = f"{title}: " if title else ""
     ax.set_title(f"{head}learning rate {rate:.3g}")
@@ -202,7 +203,8 @@ def _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, yl
 
 
 def sweep_animation(sweep, n_epochs, metric="train_loss", reference=None, ylabel=None,
-                    title=None, logy=False, interval=900, figsize=(6.4, 4.0), dpi=80):
+                    title=None, logy=False, interval=900, figsize=(6.4, 4.0), dpi=80,
+                    xlabel="epoch", reference_label="optimum"):
     """A ``FuncAnimation`` with one frame per learning rate (ascending), all methods as lines."""
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -215,7 +217,8 @@ def sweep_animation(sweep, n_epochs, metric="train_loss", reference=None, ylabel
     def frame(i):
         rate = rates[i]
         curves = [(m, sweep[m][rate]) for m in methods if rate in sweep[m]]
-        _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, ylim)
+        _draw(ax, curves, rate, n_epochs, metric, reference, ylabel, title, logy, ylim,
+              xlabel, reference_label)
         return ()
 
     anim = FuncAnimation(fig, frame, frames=len(rates), interval=interval, repeat=False,
@@ -313,14 +316,15 @@ class LiveRefit:
             self.status.value = f"error: {type(exc).__name__}: {exc}"
 
 
-def _png(curves, rate, epochs, metric, reference, ylabel, title, logy, ylim):
+def _png(curves, rate, epochs, metric, reference, ylabel, title, logy, ylim, labels=()):
     """One frame as PNG bytes (a bare ``Figure``: no pyplot state, nothing shown)."""
     import io
 
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.0), dpi=80, layout="constrained")
-    _draw(fig.subplots(), curves, rate, epochs, metric, reference, ylabel, title, logy, ylim)
+    _draw(fig.subplots(), curves, rate, epochs, metric, reference, ylabel, title, logy, ylim,
+          *labels)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
@@ -341,8 +345,12 @@ _SUPPRESS_SHORTCUTS = """
 """
 
 
+def _plural(word):
+    return word if word.endswith("s") else word + "s"
+
+
 def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, title, logy, ylim,
-                   delay=0.2):
+                   delay=0.2, labels=()):
     """ipywidgets: method, learning rate (log slider), epochs → re-run ``run`` and redraw.
 
     Returns the :class:`LiveRefit` driving them (after its first, synchronous, fit).
@@ -363,7 +371,8 @@ def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, tit
                                     step=(hi - lo) / 40, description="rate",
                                     continuous_update=False, readout_format=".3g")
     epochs_w = widgets.IntSlider(value=n_epochs, min=1, max=max(2 * n_epochs, 2),
-                                 description="epochs", continuous_update=False)
+                                 description=_plural(labels[0] if labels else "epoch"),
+                                 continuous_update=False)
     status = widgets.Label(value="fitting\u2026")
     image = widgets.Image(format="png")
     for w in (method_w, rate_w, epochs_w, status, image):
@@ -378,7 +387,8 @@ def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, tit
         lim = _limits(sweep, metric, reference, logy)
         lim = (min(lim[0], ylim[0]), max(lim[1], ylim[1]))
         curves = [(m, sweep[m][rate]) for m in sweep]
-        image.value = _png(curves, rate, epochs, metric, reference, ylabel, title, logy, lim)
+        image.value = _png(curves, rate, epochs, metric, reference, ylabel, title, logy, lim,
+                           labels)
         return f"rate {rate:.3g}, {epochs} epochs: fitted in {seconds:.2f} s"
 
     refit = LiveRefit(fit, status, delay)
@@ -394,7 +404,8 @@ def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, tit
 
 
 def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss",
-                           reference=None, ylabel=None, title=None, logy=False, live=None):
+                           reference=None, ylabel=None, title=None, logy=False, live=None,
+                           xlabel="epoch", reference_label="optimum"):
     """Precompute a learning-rate sweep, show it as an offline JS-slider animation, and (live in
     Jupyter) add ipywidgets controls that re-run the fit.
 
@@ -420,6 +431,9 @@ def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_
     live : bool or None
         Show the ipywidgets controls; default: an IPython kernel runs and the environment
         variable ``XCLIB_BUILD`` is unset (the book build sets it).
+    xlabel, reference_label : str
+        What the x axis counts (``history["epoch"]``: epochs, or batches, passes, ...) and the
+        name of the reference line (say which optimum: its ridge, its solver).
 
     Returns
     -------
@@ -433,11 +447,12 @@ def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_
         raise ValueError(f"n_epochs must be >= 1, got {n_epochs}")
     rates = _check_rates(rates)
     sweep = sweep_learning_rates(run, rates, methods, n_epochs, metric)
-    display(HTML(sweep_html(sweep, n_epochs, metric, reference, ylabel, title, logy)))
+    display(HTML(sweep_html(sweep, n_epochs, metric, reference, ylabel, title, logy,
+                            xlabel=xlabel, reference_label=reference_label)))
     if live is None:
         live = _in_kernel() and not os.environ.get("XCLIB_BUILD")
     if live:
         ylim = _limits(sweep, metric, reference, logy)
         _live_controls(run, rates, list(sweep), n_epochs, metric, reference, ylabel, title,
-                       logy, ylim)
+                       logy, ylim, labels=(xlabel, reference_label))
     return sweep
