@@ -275,6 +275,22 @@ def _global_step(X, batch, y, S, C, W, b, buf, t, rho, inv_count, ridge_y, ridge
                    buf["touched_b"], t, rho, True, inv_count, ridge_y, ridge_S)
 
 
+def test_batch_utilities_match_numpy():
+    rng = np.random.default_rng(5)
+    N, D, K, B, m = 30, 40, 9, 8, 3
+    X = sp.random(N, D, density=0.3, random_state=2, format="csr")
+    W, b = rng.normal(size=(K, D)), rng.normal(size=K)
+    batch = rng.choice(N, B, replace=False)
+    y = rng.integers(K, size=B)
+    S = np.array([rng.choice([k for k in range(K) if k != y[i]], m, replace=False)
+                  for i in range(B)])
+    psi_y, psi_S = np.empty(B), np.empty((B, m))
+    ar.batch_utilities(X.indptr, X.indices, X.data, batch, y, S, W, b, psi_y, psi_S)
+    psi = X[batch] @ W.T + b
+    np.testing.assert_allclose(psi_y, psi[np.arange(B), y], rtol=1e-12)
+    np.testing.assert_allclose(psi_S, np.take_along_axis(psi, S, axis=1), rtol=1e-12)
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.05])
 @pytest.mark.parametrize("D, density", [(6, 0.4), (60, 0.05)])  # the sweep, the touch list
 def test_global_step_matches_dense_recursion(alpha, D, density):

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._numba import log_sigmoid, other_class, sigmoid, softplus
+from .._numba import other_class, sigmoid, softplus
 from .bounds import dlog_phi, dlog_Phi, entropy, log_phi, log_Phi, softmax_elbo
 
 __all__ = [
@@ -169,10 +169,11 @@ def ove_coefficients(psi_y, psi_S, n_classes, scale, C, elbo):
     ratio = (n_classes - 1) / m
     for i in range(psi_y.shape[0]):
         s = 0.0
-        for j in range(m):
+        for j in range(m):  # log σ(z) and σ(−z) from one exponential, e = e^{−|z|}
             z = psi_y[i] - psi_S[i, j]
-            s += log_sigmoid(z)
-            C[i, j] = scale * ratio * sigmoid(-z)
+            e = math.exp(-abs(z))
+            s += min(z, 0.0) - math.log1p(e)
+            C[i, j] = scale * ratio * (e / (1.0 + e) if z >= 0.0 else 1.0 / (1.0 + e))
         elbo[i] = ratio * s
 
 
