@@ -5,6 +5,10 @@ call can cost a second or more: a time measured around it measures the compiler.
 chapter reports therefore comes from :func:`time_fit` (or :func:`warm_up` then a timer), which
 first fits a copy of the estimator for one round on a few rows of the same data, so the kernels
 the timed fit calls are already compiled.
+
+Independent fits whose results (losses, accuracies), not their speed, a chapter reports can run
+side by side, one per core (:func:`one_per_core`); a time they record then shares the machine
+with the neighbouring fit, and the chapter says so where it shows one.
 """
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from contextlib import contextmanager
 import numpy as np
 from sklearn.base import clone
 
-__all__ = ["by_scale", "show_source", "warm_up", "time_fit", "timer"]
+__all__ = ["by_scale", "show_source", "warm_up", "time_fit", "timer", "one_per_core",
+           "others_load"]
 
 SCALES = ("book", "full")
 
@@ -83,3 +88,60 @@ def time_fit(estimator, X, y, **fit_params):
     with timer() as t:
         estimator.fit(X, y, **fit_params)
     return estimator, t["seconds"]
+
+
+def one_per_core(fn, jobs, n_jobs=None):
+    """``[fn(*job) for job in jobs]``, computed in worker processes, one per core.
+
+    joblib's ``loky`` backend: ``fn`` and the jobs are pickled (large arrays are shared through
+    memory maps) and each worker's BLAS is limited to one thread, so two workers on two cores
+    do not oversubscribe them. With one core, or one job, the jobs run here in turn. Results
+    come back in the order of ``jobs``; they do not depend on where a job ran.
+    """
+    import os
+
+    jobs = [tuple(job) for job in jobs]
+    n = min(n_jobs or os.cpu_count() or 1, len(jobs))
+    if n <= 1:
+        return [fn(*job) for job in jobs]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=n, backend="loky")(delayed(fn)(*job) for job in jobs)
+
+
+def _busy_seconds():
+    """Seconds all CPUs spent busy since boot (``/proc/stat``), or None off Linux."""
+    import os
+
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...
+    busy = sum(int(fields[i]) for i in (1, 2, 3, 6, 7, 8) if i < len(fields))
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def others_load():
+    """``with others_load() as load: ...`` then ``load["cores"]``: how many cores, on average
+    over the block, other processes kept busy (the machine's busy time, from ``/proc/stat``,
+    minus this process's CPU time). A speed-up from P workers is only a measurement of the
+    method when ``load["cores"]`` is well below ``os.cpu_count() − P + 1``. Off Linux,
+    ``cores`` is the 1-minute load average at the end, which includes this process.
+    """
+    import os
+
+    out = {"cores": np.nan}
+    busy0, cpu0, wall0 = _busy_seconds(), time.process_time(), time.perf_counter()
+    try:
+        yield out
+    finally:
+        wall = time.perf_counter() - wall0
+        busy1 = _busy_seconds()
+        if busy0 is None or busy1 is None or wall <= 0:
+            out["cores"] = float(os.getloadavg()[0])
+        else:
+            mine = time.process_time() - cpu0
+            out["cores"] = max(0.0, (busy1 - busy0 - mine) / wall)
