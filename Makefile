@@ -19,7 +19,7 @@ book: venv assets
 
 test: venv assets chromium lab-env
 	$(VPY) tools/build.py --keep-going
-	$(VPY) -m pytest
+	$(VPY) -m pytest -n auto --dist loadfile
 
 venv: $(STAMP)
 
