@@ -163,6 +163,73 @@ def test_hnsw_recall_and_update():
     assert np.mean(r == 3) >= 0.95
 
 
+def _faiss_problem(K=5000, D=32, n=200, seed=0):
+    """Rows with Zipf-like norms and queries near a row (as training queries are)."""
+    rng = np.random.default_rng(seed)
+    V = rng.standard_normal((K, D)) * rng.lognormal(0, 0.5, K)[:, None]
+    y = rng.integers(0, K, n)
+    X = sp.csr_matrix(V[(y + 1) % K] + 0.5 * rng.standard_normal((n, D)))
+    return V, X, y
+
+
+def test_hnsw_faiss_counts_its_graph_distances():
+    faiss = pytest.importorskip("faiss")
+    K, k = 5000, 2
+    V, X, y = _faiss_problem(K=K)
+    n = X.shape[0]
+    per_query = {}
+    for ef in (10, 50, 200):
+        o = HNSWMIPS(ef=ef, M=16, ef_construction=100, backend="faiss").build(V)
+        deltas = []
+        for lo in range(0, n, 64):                 # per batch: faiss's own counter
+            before = faiss.cvar.hnsw_stats.ndis
+            o.query(X[lo:lo + 64], y[lo:lo + 64])
+            deltas.append(faiss.cvar.hnsw_stats.ndis - before)
+        assert o.n_graph_distances == sum(deltas)
+        # + the entry point's distance and the exact re-scoring, one of each per query
+        assert o.n_inner_products == o.n_graph_distances + 2 * n
+        assert o.n_queries == n
+        per_query[ef] = o.n_inner_products / n
+        assert k < per_query[ef] < K, per_query[ef]
+    assert per_query[10] < per_query[50] < per_query[200]
+
+
+def test_hnsw_faiss_recall_threads_and_rebuild():
+    faiss = pytest.importorskip("faiss")
+    V, X, y = _faiss_problem(K=2000, D=16, n=200)
+    threads = faiss.omp_get_max_threads()
+    o = HNSWMIPS(ef=200, M=16, ef_construction=200, backend="faiss").build(V)
+    r, s = o.query(X, y)
+    r0, s0 = _numpy_argmax(V, X, y)
+    assert np.all(r != y) and np.mean(r == r0) >= 0.9
+    np.testing.assert_allclose(s, np.asarray(X.multiply(V[r]).sum(axis=1)).ravel())
+    assert faiss.omp_get_max_threads() == threads
+    # the faiss graph cannot replace a vector: update rebuilds it and follows the new row
+    V = V.copy(); V[3] = 50 * np.abs(V).max(); o.update(V, [3])
+    assert o.n_rebuilds == 1
+    Xp = sp.csr_matrix(np.ones((20, V.shape[1])))
+    r, _ = o.query(Xp, np.zeros(20, np.int64))
+    assert np.all(r == 3)
+    o.update(V, [])
+    assert o.n_rebuilds == 1
+    # hnswlib does not report its graph distances: no number rather than a wrong one
+    h = HNSWMIPS(ef=20).build(V)
+    h.query(X, y)
+    assert h.n_graph_distances is None and h.n_inner_products == X.shape[0]
+
+
+def test_hnsw_faiss_is_seeded_and_backend_checked():
+    pytest.importorskip("faiss")
+    V, X, y = _faiss_problem(K=500, D=8, n=50)
+    a = HNSWMIPS(ef=30, M=4, random_state=7, backend="faiss").build(V).query(X, y)[0]
+    b = HNSWMIPS(ef=30, M=4, random_state=7, backend="faiss").build(V).query(X, y)[0]
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        HNSWMIPS(backend="nmslib")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        HNSWMIPS(backend=None)
+
+
 def test_make_oracle_errors():
     with pytest.raises(ValueError, match="unknown MIPS oracle"):
         make_oracle("kd_tree")
@@ -174,7 +241,8 @@ def test_make_oracle_errors():
 
 # ------------------------------------------------------------------ input validation ----------
 ORACLE_FACTORIES = {"exact": ExactMIPS, "simple_lsh": lambda: SimpleLSH(random_state=0),
-                    "hnsw": lambda: HNSWMIPS(ef=20, M=4)}
+                    "hnsw": lambda: HNSWMIPS(ef=20, M=4),
+                    "hnsw_faiss": lambda: HNSWMIPS(ef=20, M=4, backend="faiss")}
 
 
 # Calls that used to kill the interpreter (hnswlib with M = 0, numba kernels reading past V)
@@ -349,11 +417,12 @@ def test_property_exact_is_brute_force_argmax(problem):
 
 
 @_SETTINGS
-@given(_problems(), st.sampled_from(["simple_lsh", "hnsw"]), st.integers(1, 70))
+@given(_problems(), st.sampled_from(["simple_lsh", "hnswlib", "faiss"]), st.integers(1, 70))
 def test_property_inexact_oracles_return_valid_non_excluded_rows(problem, oracle, knob):
     V, X, ex = problem
     o = (SimpleLSH(n_bits=knob, n_candidates=1 + knob % 5, random_state=knob)
-         if oracle == "simple_lsh" else HNSWMIPS(ef=knob, M=2 + knob % 6, random_state=knob))
+         if oracle == "simple_lsh" else
+         HNSWMIPS(ef=knob, M=2 + knob % 6, random_state=knob, backend=oracle))
     o.build(V)
     r, s = o.query(X, ex)
     K = V.shape[0]

@@ -28,8 +28,10 @@ Oracles
                     projections; candidates by Hamming ranking, re-scored exactly. Rows
                     ``w = 0`` answer with score 0 without an inner product; ``n_top``
                     re-scores the longest rows for every query (they win on their norm).
-:class:`HNSWMIPS`   a navigable small-world graph (hnswlib's HNSW, the successor of the
-                    SW-graph the paper used through nmslib) in inner-product space.
+:class:`HNSWMIPS`   a navigable small-world graph (HNSW, the successor of the SW-graph the
+                    paper used through nmslib) in inner-product space: hnswlib's, which
+                    replaces changed rows in place (training), or faiss's, which counts the
+                    distances its search computes (static queries).
 
 Package layout: ``_kernels`` (numba), ``_checks`` (input validation), ``oracles`` (classes).
 """

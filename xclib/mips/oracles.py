@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -199,30 +200,59 @@ class SimpleLSH(_Oracle):
 
 
 class HNSWMIPS(_Oracle):
-    """Graph MIPS through ``hnswlib`` (inner-product space), rows updated in place.
+    """Graph MIPS: an HNSW graph in inner-product space, through hnswlib or faiss.
 
     Parameters
     ----------
     ef : int >= 1
-        Search breadth (hnswlib's ``ef``; at least 2 is used, since two neighbours are asked).
+        Search breadth (``ef`` / ``efSearch``; at least 2 is used, since two neighbours are
+        asked).
     M : int >= 2
-        Graph degree (hnswlib's ``M``; 0 crashes hnswlib and 1 fails, so both are refused here).
+        Graph degree (``M``, 2M on the bottom layer in both libraries; hnswlib crashes at 0
+        and fails at 1, so both are refused here).
     ef_construction : int >= 1
         Search breadth while inserting.
     random_state : None, int >= 0 or Generator
-        hnswlib's level-assignment seed.
+        Seed of the level assignment.
     num_threads : int >= 1
+        Threads of insertion and search (default 1: the times are one thread's). With
+        ``"faiss"`` the OpenMP thread count is set for each call and restored after it.
+    backend : {"hnswlib", "faiss"}
+        ``"hnswlib"`` (default; what ``Memoir(oracle="hnsw")`` trains with) replaces a changed
+        row in place, but does not report how many distances a search computes.
+        ``"faiss"`` (``faiss.IndexHNSWFlat`` with ``METRIC_INNER_PRODUCT``, the same ``M``,
+        ``efConstruction`` and ``efSearch``) reports them; its graph cannot remove or replace
+        a vector, so :meth:`update` rebuilds the whole graph (K insertions, counted in
+        ``n_rebuilds``): meant for static queries such as the oracle comparison, not for
+        training.
 
-    hnswlib does not expose how many distances a search computes, so ``n_inner_products``
-    counts only the exact re-scoring of the returned neighbour; its cost is measured in wall
-    time (see the benchmark). Queries are densified in batches (hnswlib takes dense float32),
-    which costs O(D) per query. All parameters are checked here, before hnswlib sees them.
+    Counters
+    --------
+    n_inner_products
+        With ``"faiss"``: every inner product a query computes. That is the graph search's
+        distance computations as faiss counts them (``n_graph_distances``), one per query for
+        the entry point (its distance is computed before faiss's count starts), and one for
+        the exact float64 re-scoring of the returned row. The graph distances are dense
+        float32 inner products of D terms (the query is densified); the re-scoring costs
+        ``nnz(x)``. With ``"hnswlib"`` only the re-scoring (1 per query) is counted: the
+        graph search's cost shows in wall time only.
+    n_graph_distances
+        ``"faiss"``: the sum over :meth:`query` calls of the change of faiss's global
+        ``faiss.cvar.hnsw_stats.ndis`` across the search: the distances of the greedy descent
+        through the upper layers and of the ``ef``-bounded search of the bottom layer. The
+        counter is global to the process, so a faiss HNSW search run concurrently from
+        another thread would be added in. ``None`` with ``"hnswlib"`` (not reported).
+
+    Queries are densified in batches (both libraries take dense float32), which costs O(D)
+    per query. All parameters are checked here, before either library sees them.
     """
 
     name = "hnsw"
     _index_attrs = ("V", "index")
+    BACKENDS = ("hnswlib", "faiss")
 
-    def __init__(self, ef=100, M=16, ef_construction=200, random_state=0, num_threads=1):
+    def __init__(self, ef=100, M=16, ef_construction=200, random_state=0, num_threads=1,
+                 backend="hnswlib"):
         who = "HNSWMIPS"
         self.ef = _check_int(ef, "ef", 1, who)
         self.M = _check_int(M, "M", 2, who)
@@ -234,48 +264,95 @@ class HNSWMIPS(_Oracle):
                              f"numpy.random.Generator, got {random_state!r}")
         self.random_state = random_state
         self.num_threads = _check_int(num_threads, "num_threads", 1, who)
+        if not (isinstance(backend, str) and backend in self.BACKENDS):
+            raise ValueError(f"{who}: backend must be one of {list(self.BACKENDS)}, "
+                             f"got {backend!r}")
+        self.backend = backend
         self.n_inner_products = 0
         self.n_queries = 0
+        self.n_graph_distances = 0 if backend == "faiss" else None
+        self.n_rebuilds = 0
 
     def _seed(self):
         if isinstance(self.random_state, (int, np.integer)):
             return int(self.random_state)
         return int(as_generator(self.random_state).integers(2**31))
 
+    @contextmanager
+    def _faiss_threads(self):
+        import faiss
+
+        before = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(self.num_threads)
+        try:
+            yield faiss
+        finally:
+            faiss.omp_set_num_threads(before)
+
     def build(self, V, row_sq=None):
         """Insert the K rows of ``V`` into a fresh graph."""
-        import hnswlib
-
         V = _check_weights(V, "HNSWMIPS")
         K, D = V.shape
-        self.index = hnswlib.Index(space="ip", dim=D)
-        self.index.init_index(max_elements=K, ef_construction=self.ef_construction, M=self.M,
-                              random_seed=self._seed())
-        self.index.set_num_threads(self.num_threads)
-        self.index.add_items(np.asarray(V, np.float32), np.arange(K))
-        self.index.set_ef(max(self.ef, 2))
+        V32 = np.ascontiguousarray(V, dtype=np.float32)
+        if self.backend == "faiss":
+            with self._faiss_threads() as faiss:
+                index = faiss.IndexHNSWFlat(D, self.M, faiss.METRIC_INNER_PRODUCT)
+                index.hnsw.efConstruction = self.ef_construction
+                index.hnsw.efSearch = max(self.ef, 2)
+                index.hnsw.rng = faiss.RandomGenerator(self._seed())
+                index.add(V32)
+        else:
+            import hnswlib
+
+            index = hnswlib.Index(space="ip", dim=D)
+            index.init_index(max_elements=K, ef_construction=self.ef_construction, M=self.M,
+                             random_seed=self._seed())
+            index.set_num_threads(self.num_threads)
+            index.add_items(V32, np.arange(K))
+            index.set_ef(max(self.ef, 2))
+        self.index = index
         self.V = V
         return self
+
+    def _two_nearest(self, Q):
+        """Labels (n, 2) of the two best rows for the dense float32 queries ``Q``."""
+        if self.backend == "hnswlib":
+            return self.index.knn_query(Q, k=2)[0]
+        with self._faiss_threads() as faiss:
+            stats = faiss.cvar.hnsw_stats
+            ndis0 = stats.ndis
+            labels = self.index.search(Q, 2)[1]
+            ndis = int(stats.ndis - ndis0)
+        self.n_graph_distances += ndis
+        self.n_inner_products += ndis + Q.shape[0]          # + the entry point's distance
+        return labels
 
     def query(self, X, exclude):
         """``(r, s)``: the best of the two nearest graph neighbours ``!= exclude[i]``."""
         X, exclude = self._queries(X, exclude)
         K = self.V.shape[0]
-        labels, _ = self.index.knn_query(np.asarray(X.toarray(), np.float32), k=2)
-        labels = labels.astype(np.int64)
-        r = np.where(labels[:, 0] == exclude, labels[:, 1], labels[:, 0])
-        r = np.where(r == exclude, (exclude + 1) % K, r)
+        labels = np.asarray(self._two_nearest(np.asarray(X.toarray(), np.float32)), np.int64)
+        ok = (labels >= 0) & (labels != exclude[:, None])    # faiss pads with -1
+        r = np.where(ok[:, 0], labels[:, 0],
+                     np.where(ok[:, 1], labels[:, 1], (exclude + 1) % K))
         s = np.asarray(X.multiply(self.V[r]).sum(axis=1)).ravel()
         self.n_queries += X.shape[0]
-        self.n_inner_products += X.shape[0]
+        self.n_inner_products += X.shape[0]                 # the exact re-scoring
         return r, s
 
     def update(self, V, rows, row_sq=None, linear=None):
-        """Re-insert the changed ``rows`` of ``V`` (hnswlib replaces an existing label)."""
+        """Follow the changed ``rows`` of ``V``: hnswlib re-inserts them (it replaces an
+        existing label); faiss's graph cannot replace a vector, so it is rebuilt from ``V``."""
         rows = self._check_update(V, rows)
+        if not rows.size:
+            self.V = V
+            return
+        if self.backend == "faiss":
+            self.build(V)
+            self.n_rebuilds += 1
+            return
         self.V = V
-        if rows.size:
-            self.index.add_items(np.asarray(V[rows], np.float32), rows)
+        self.index.add_items(np.asarray(V[rows], np.float32), rows)
 
 
 #: oracle names accepted by :func:`make_oracle` and ``Memoir(oracle=...)``
