@@ -199,6 +199,19 @@ class SimpleLSH(_Oracle):
         self._recode()
 
 
+@contextmanager
+def _faiss_threads(n):
+    """faiss with ``n`` OpenMP threads for the block; the previous count restored after it."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield faiss
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 class HNSWMIPS(_Oracle):
     """Graph MIPS: an HNSW graph in inner-product space, through hnswlib or faiss.
 
@@ -237,14 +250,12 @@ class HNSWMIPS(_Oracle):
         ``nnz(x)``. With ``"hnswlib"`` only the re-scoring (1 per query) is counted: the
         graph search's cost shows in wall time only.
     n_graph_distances
-        ``"faiss"``: the sum over :meth:`query` calls of the change of faiss's global
-        ``faiss.cvar.hnsw_stats.ndis`` across the search: the distances of the greedy descent
-        through the upper layers and of the ``ef``-bounded search of the bottom layer. The
-        counter is global to the process, so a faiss HNSW search run concurrently from
-        another thread would be added in. ``None`` with ``"hnswlib"`` (not reported).
+        ``"faiss"``: the change of faiss's process-global ``hnsw_stats.ndis`` over each
+        search (the greedy descent through the upper layers and the ``ef``-bounded search
+        of the bottom layer), summed. ``None`` with ``"hnswlib"`` (not reported).
 
-    Queries are densified in batches (both libraries take dense float32), which costs O(D)
-    per query. All parameters are checked here, before either library sees them.
+    Queries are densified (both libraries take dense float32): O(D) per query. All
+    parameters are checked here, before either library sees them.
     """
 
     name = "hnsw"
@@ -278,24 +289,13 @@ class HNSWMIPS(_Oracle):
             return int(self.random_state)
         return int(as_generator(self.random_state).integers(2**31))
 
-    @contextmanager
-    def _faiss_threads(self):
-        import faiss
-
-        before = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(self.num_threads)
-        try:
-            yield faiss
-        finally:
-            faiss.omp_set_num_threads(before)
-
     def build(self, V, row_sq=None):
         """Insert the K rows of ``V`` into a fresh graph."""
         V = _check_weights(V, "HNSWMIPS")
         K, D = V.shape
         V32 = np.ascontiguousarray(V, dtype=np.float32)
         if self.backend == "faiss":
-            with self._faiss_threads() as faiss:
+            with _faiss_threads(self.num_threads) as faiss:
                 index = faiss.IndexHNSWFlat(D, self.M, faiss.METRIC_INNER_PRODUCT)
                 index.hnsw.efConstruction = self.ef_construction
                 index.hnsw.efSearch = max(self.ef, 2)
@@ -318,7 +318,7 @@ class HNSWMIPS(_Oracle):
         """Labels (n, 2) of the two best rows for the dense float32 queries ``Q``."""
         if self.backend == "hnswlib":
             return self.index.knn_query(Q, k=2)[0]
-        with self._faiss_threads() as faiss:
+        with _faiss_threads(self.num_threads) as faiss:
             stats = faiss.cvar.hnsw_stats
             ndis0 = stats.ndis
             labels = self.index.search(Q, 2)[1]
