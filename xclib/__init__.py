@@ -4,6 +4,7 @@ One module per paper, plus the shared parts:
 
 ============================  ==========================================================
 ``xclib.unbiased``            Fagan & Iyengar: ``VanillaSGD``, ``UMax``, ``ImplicitSGD``
+``xclib.unbiased_minibatch``  Fagan & Iyengar, App. F.3: ``MinibatchImplicitSGD``
 ``xclib.sampled``             biased baselines: ``OVE``, ``NCE``, ``ImportanceSampling``
 ``xclib.augment_reduce``      Ruiz et al.: ``AugmentReduce`` (softmax, probit, logistic)
 ``xclib.dsmlr``               Raman et al.: ``DSMLR`` (sync / async, serial / threads / Dask)
@@ -46,6 +47,7 @@ from .mips import HNSWMIPS, ExactMIPS, SimpleLSH
 from .sampled import NCE, OVE, ImportanceSampling
 from .sqb import SQB, LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, MultinomialSQB
 from .unbiased import ImplicitSGD, UMax, VanillaSGD
+from .unbiased_minibatch import MinibatchImplicitSGD
 
 __version__ = "0.2.0"
 __book__ = "Softmax at scale"
@@ -54,6 +56,6 @@ __all__ = [
     "AugmentReduce", "DSMLR", "DataParallelLBFGS", "DivergenceWarning", "ExactMIPS",
     "HNSWMIPS", "ImplicitSGD", "ImportanceSampling", "IterativeSoftmaxEstimator",
     "LinearSoftmaxClassifier", "LogisticASGD", "LogisticLBFGS", "LogisticSAG", "LogisticSGD",
-    "Memoir", "MultinomialSQB", "NCE", "OVE", "SQB", "SimpleLSH", "SoftmaxRegression",
-    "UMax", "VanillaSGD",
+    "Memoir", "MinibatchImplicitSGD", "MultinomialSQB", "NCE", "OVE", "SQB", "SimpleLSH",
+    "SoftmaxRegression", "UMax", "VanillaSGD",
 ]

@@ -1,0 +1,481 @@
+"""Fagan & Iyengar, Appendix F.3: Implicit SGD with n datapoints and m classes per step.
+
+Scale and symbols as in :mod:`xclib.unbiased` (our objective is the paper's divided by
+``N``: mean log-loss + (alpha/2)‖W‖², the paper's μ is ``alpha·N``, ``learning_rate`` is the
+authors' code's η). The datapoints are split once, after a seeded shuffle, into fixed
+minibatches ``S_1, …, S_J`` of ``batch_size`` rows (the last one holds ``N mod n``; F.3.1).
+An epoch visits the J minibatches once each, in a fresh random order, so ``j`` is uniform on
+``{1, …, J}``. With ``L_j`` the distinct labels of ``S_j`` and ``C`` a uniform draw of
+``m_j = min(m, K − |L_j|)`` distinct classes outside ``L_j``, the step's function is::
+
+    f_{j,C}(u, W) = ω Σ_{i∈S_j} [ u_i + e^{−u_i} d_i(W) ] + (α/2) Σ_{k∈L_j∪C} β_k ‖w_k‖²,
+    d_i(W) = 1 + Σ_{k∈L_j−{y_i}} e^{x_iᵀ(w_k − w_{y_i})} + ((K − |L_j|)/m_j) Σ_{k∈C} e^{…},
+
+with ``ω = J/N`` (the paper's ``p_j^{-1}`` over our factor N with p_j = 1/J: ``ω = 1/n``
+when n divides N), so ``E_{j,C}[f_{j,C}] = F(u, W)``, the double sum of
+:func:`xclib.unbiased.double_sum_objective`.
+The classes of ``S_j − {i}`` are ``L_j − {y_i}``: a label shared by two rows of the batch is
+one class, not two, and ``K − |L_j|`` replaces the paper's ``K − n`` (equal when the labels
+are distinct). The ridge is unbiased when ``E[1{k ∈ L_j ∪ C}] β_k = 1``::
+
+    β_k^{-1} = (1/J) Σ_j [ 1{k∈L_j} + 1{k∉L_j} m_j/(K − |L_j|) ],
+
+the paper's printed formula with ``|S_j|`` read as ``|L_j|`` (for n = m = 1 it is
+:func:`xclib.unbiased.class_weights`); ``tests/test_unbiased_minibatch.py`` checks it by
+exact enumeration.
+
+**The step** ``argmin 2η f_{j,C} + ‖u − ũ‖² + ‖W − W̃‖²`` (eqs. 19–21 at our scale: the
+paper's ``μβ_k/2`` there is our ``ρ_k = ηαβ_k``). With ``g = ηω``, each ``u_i`` is
+integrated out: ``u_i = ũ_i − g + P(z_i)``, ``z_i = g e^{g − ũ_i} d_i(W)``, P the Lambert W,
+leaving ``Σ_i (1 + P(z_i))² + Σ_k (‖w_k − w̃_k‖² + ρ_k‖w_k‖²)`` (eq. 19). Its minimiser has
+``w_k = w̃_k/(1 + ρ_k) + X_Sᵀ r_k`` (the perpendicular part of eq. 20 and the parallel
+part in one). With ``G = X_S X_Sᵀ = B Bᵀ`` (B: n × q, q = rank) and ``r_k = M a_k``,
+``MᵀGM = I``, ``GM = B`` (``X_SᵀM`` is the orthonormal basis V_j, never formed), the
+reduced problem is eq. (21) in ``A = (a_k)`` (|L_j ∪ C| × q)::
+
+    Φ(A) = Σ_i (1 + P(z_i(A)))² + Σ_k (1 + ρ_k)‖a_k‖²,  x_iᵀw_k = s̃_ik/(1 + ρ_k) + b_iᵀa_k,
+
+(the paper's linear term ``μβ_k w̃_kᵀV_j a_k`` disappears because we expand around
+``w̃_k/(1+ρ_k)`` instead of ``w̃_k``). B and M come once per minibatch from the eigenvectors
+of the Gram matrix of the normalised rows (F.3.4's precomputation; eigenvalues below 1e-10
+are dropped, so duplicate or zero rows give q < n, footnote 11). Φ is 2-strongly convex; it
+is minimised by Newton's method (conjugate gradients on exact Hessian-vector products,
+Armijo backtracking) from ``A = 0``, on the log scale throughout, so no exponent overflows
+and F.3.5's linear program is not needed. It stops at ``‖∇Φ‖ ≤ 2·tol``, which guarantees
+``‖W − W*‖_F = ‖A − A*‖_F ≤ tol`` for the step's exact solution W*.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+from numba import njit
+from threadpoolctl import threadpool_limits
+
+from ._numba import lambertw_exp, sparse_row_axpy, sparse_row_dot
+from .base import (
+    ALPHA, DECAY, LEARNING_RATE, MAX_ITER, N_EPOCHS, RANDOM_STATE, TOL, VERBOSE, Interval,
+)
+from .sampled import fold_row_scale
+from .unbiased import _DoubleSumSGD
+
+__all__ = [
+    "MinibatchImplicitSGD", "make_batches", "batch_factors", "minibatch_class_weights",
+    "draw_batch_classes", "inner_objective", "inner_gradient", "inner_hvp", "solve_inner",
+    "minibatch_epoch", "batch_objective",
+]
+
+_RANK_TOL = 1e-10  # eigenvalues of the normalised Gram matrix below this are dropped
+
+
+# -- the fixed minibatches and their precomputation (F.3.1, F.3.4) -------------------------
+def make_batches(rng, n_rows, batch_size):
+    """A seeded shuffle split into ``ceil(N/n)`` batches: ``(bptr, brows)`` (CSR-like)."""
+    rows = rng.permutation(n_rows).astype(np.int64)
+    bptr = np.r_[np.arange(0, n_rows, batch_size), n_rows].astype(np.int64)
+    return bptr, rows
+
+
+@njit(cache=True, nogil=True)
+def _batch_grams(indptr, indices, data, inv, bptr, brows, n):
+    """(J, n, n) Gram matrices of the rows scaled by ``inv`` (sorted CSR indices: merge)."""
+    J = bptr.shape[0] - 1
+    G = np.zeros((J, n, n))
+    for j in range(J):
+        rows = brows[bptr[j]:bptr[j + 1]]
+        for a in range(rows.shape[0]):
+            ra = rows[a]
+            for b in range(a + 1):
+                rb = rows[b]
+                p, q, e = indptr[ra], indptr[rb], 0.0
+                while p < indptr[ra + 1] and q < indptr[rb + 1]:
+                    if indices[p] == indices[q]:
+                        e += (data[p] * inv[ra]) * (data[q] * inv[rb])
+                        p += 1
+                        q += 1
+                    elif indices[p] < indices[q]:
+                        p += 1
+                    else:
+                        q += 1
+                G[j, a, b] = G[j, b, a] = e
+    return G
+
+
+def batch_factors(X, bptr, brows):
+    """Per batch ``B`` (n × q) and ``M`` (n × q) with ``BBᵀ = G = X_S X_Sᵀ``, ``MᵀGM = I``,
+    ``GM = B``; from ``Ĝ = D⁻¹GD⁻¹ = ÛΛÛᵀ`` (D the row norms): ``B = DÛΛ^½``,
+    ``M = D⁻¹ÛΛ^{-½}`` (scale-free rank test). Returns ``(B, M, rank)``, B and M padded
+    to (J, n, n)."""
+    J = bptr.shape[0] - 1
+    n = int(np.max(np.diff(bptr))) if J else 0
+    mx = np.asarray(abs(X).max(axis=1).todense(), dtype=np.float64).ravel()
+    mx = np.where(mx > 0, mx, 1.0)
+    Xh = X.multiply(1.0 / mx[:, None]).tocsr()  # norms without overflow
+    d = np.sqrt(np.asarray(Xh.multiply(Xh).sum(axis=1), dtype=np.float64).ravel())
+    d = np.where(d > 0, d, 1.0)
+    G = _batch_grams(X.indptr, X.indices, X.data, 1.0 / (d * mx), bptr, brows, n)
+    d *= mx
+    B, M = np.zeros((J, n, n)), np.zeros((J, n, n))
+    rank = np.zeros(J, dtype=np.int64)
+    with threadpool_limits(1, "blas"):
+        for j in range(J):
+            nb = int(bptr[j + 1] - bptr[j])
+            lam, U = np.linalg.eigh(G[j, :nb, :nb])
+            keep = lam > _RANK_TOL
+            q = int(np.sum(keep))
+            lam, U, dj = lam[keep], U[:, keep], d[brows[bptr[j]:bptr[j + 1]]]
+            B[j, :nb, :q] = dj[:, None] * U * np.sqrt(lam)
+            M[j, :nb, :q] = U / np.sqrt(lam) / dj[:, None]
+            rank[j] = q
+    return B, M, rank
+
+
+def minibatch_class_weights(y, bptr, brows, n_classes, n_sampled):
+    """``β_k = 1/((1/J) Σ_j [1{k∈L_j} + 1{k∉L_j} m_j/(K − |L_j|)])`` (module docstring)."""
+    J = bptr.shape[0] - 1
+    p = np.zeros(n_classes)
+    for j in range(J):
+        lab = np.unique(y[brows[bptr[j]:bptr[j + 1]]])
+        rest = n_classes - lab.shape[0]
+        inside = np.zeros(n_classes, dtype=bool)
+        inside[lab] = True
+        p += np.where(inside, 1.0, min(n_sampled, rest) / rest if rest else 0.0)
+    return J / p
+
+
+def draw_batch_classes(rng, y, bptr, brows, order, n_classes, n_sampled):
+    """For each step (batch ``order[t]``) ``m_j`` distinct classes outside its labels,
+    uniformly; a (T, m) array padded with −1."""
+    out = np.full((order.shape[0], n_sampled), -1, dtype=np.int64)
+    for t, j in enumerate(order):
+        lab = np.unique(y[brows[bptr[j]:bptr[j + 1]]])
+        rest = n_classes - lab.shape[0]
+        r = rng.choice(rest, min(n_sampled, rest), replace=False)
+        # the r-th class outside the sorted labels
+        out[t, :r.shape[0]] = r + np.searchsorted(lab - np.arange(lab.shape[0]), r, "right")
+    return out
+
+
+def batch_objective(u, W, X, y, rows, C, beta, alpha, omega):
+    """``f_{j,C}(u, W)`` of the module docstring, dense, for checking on small problems."""
+    K = W.shape[0]
+    lab = np.unique(y[rows])
+    C = np.asarray(C, dtype=np.int64)
+    cw = (K - lab.shape[0]) / max(C.shape[0], 1)
+    s = np.asarray(X[rows] @ W.T).reshape(len(rows), K)
+    tot = 0.0
+    for a, i in enumerate(rows):
+        z = s[a] - s[a, y[i]]
+        d = 1.0 + np.sum(np.exp(z[lab[lab != y[i]]])) + cw * np.sum(np.exp(z[C]))
+        tot += u[i] + np.exp(-u[i]) * d
+    T = np.r_[lab, C]
+    return omega * tot + 0.5 * alpha * float(np.sum(beta[T] * np.sum(W[T] ** 2, axis=1)))
+
+
+# -- eq. (21): value, gradient, Hessian-vector product, Newton solver ----------------------
+@njit(cache=True, nogil=True)
+def inner_objective(A, Sb, Bs, yloc, logc, logk, rho1, P, Pi):
+    """``Φ(A)`` of eq. (21); writes ``P_i = P(z_i)`` and the shares ``π_ik`` of ``d_i``
+    (``π_{i,y_i} = 0``) into ``P``, ``Pi``. ``Sb`` (n × t): ``s̃_ik/(1 + ρ_k)``; ``logc``:
+    log weight of class k in ``d_i`` (−inf for ``y_i``); ``logk = log g + g − ũ_i``."""
+    nb, t = Sb.shape
+    S = Sb + np.dot(Bs, A.T) if A.shape[1] > 0 else Sb.copy()
+    val = 0.0
+    for i in range(nb):
+        sy = S[i, yloc[i]]
+        mx = 0.0
+        for k in range(t):
+            if logc[i, k] > -np.inf:
+                mx = max(mx, logc[i, k] + S[i, k] - sy)
+        tot = math.exp(-mx)
+        for k in range(t):
+            e = math.exp(logc[i, k] + S[i, k] - sy - mx) if logc[i, k] > -np.inf else 0.0
+            Pi[i, k] = e
+            tot += e
+        for k in range(t):
+            Pi[i, k] /= tot
+        P[i] = lambertw_exp(logk[i] + mx + math.log(tot))
+        val += (1.0 + P[i]) ** 2
+    for k in range(t):
+        val += rho1[k] * np.sum(A[k] * A[k])
+    return val
+
+
+@njit(cache=True, nogil=True)
+def inner_gradient(A, Bs, yloc, rho1, P, Pi):
+    """``∇Φ(A)`` from the ``P``, ``Pi`` of :func:`inner_objective` at A (F.3.3):
+    ``∂(1+P)²/∂s_ik = 2P_i π_ik``, ``∂/∂s_{i,y_i} = −2P_i Σ_k π_ik``."""
+    nb, t = Pi.shape
+    GS = np.empty((nb, t))
+    for i in range(nb):
+        sp = 0.0
+        for k in range(t):
+            GS[i, k] = 2.0 * P[i] * Pi[i, k]
+            sp += Pi[i, k]
+        GS[i, yloc[i]] = -2.0 * P[i] * sp
+    g = 2.0 * rho1.reshape(-1, 1) * A
+    if A.shape[1] > 0:
+        g += np.dot(GS.T, Bs)
+    return g
+
+
+@njit(cache=True, nogil=True)
+def inner_hvp(V, Bs, yloc, rho1, P, Pi):
+    """``∇²Φ(A)·V``: with ``δ_k = Δs_k − Δs_y`` and ``σ = Σ_k π_k δ_k`` the Hessian of
+    ``(1 + P)²`` in ``s_i`` maps Δs to ``2Pπ_kδ_k − c π_k σ`` (k ≠ y) and ``(c Σπ − 2P)σ``
+    (k = y), ``c = 2P²/(1 + P)`` (``P' = P/(z(1 + P))``)."""
+    nb, t = Pi.shape
+    dS = np.dot(Bs, V.T)
+    HS = np.empty((nb, t))
+    for i in range(nb):
+        y = yloc[i]
+        sig = 0.0
+        sp = 0.0
+        for k in range(t):
+            sig += Pi[i, k] * (dS[i, k] - dS[i, y])
+            sp += Pi[i, k]
+        c = 2.0 * P[i] * P[i] / (1.0 + P[i])
+        for k in range(t):
+            HS[i, k] = 2.0 * P[i] * Pi[i, k] * (dS[i, k] - dS[i, y]) - c * Pi[i, k] * sig
+        HS[i, y] = (c * sp - 2.0 * P[i]) * sig
+    return np.dot(HS.T, Bs) + 2.0 * rho1.reshape(-1, 1) * V
+
+
+@njit(cache=True, nogil=True)
+def solve_inner(Sb, Bs, yloc, logc, logk, rho1, tol, max_iter):
+    """Minimise Φ (eq. 21) from ``A = 0`` by Newton-CG with Armijo backtracking until
+    ``‖∇Φ‖ ≤ 2·tol`` (then ``‖A − A*‖ ≤ tol``: Φ is 2-strongly convex), ``max_iter`` Newton
+    steps, or no further decrease (a step whose change of Φ is below round-off is taken when
+    it lowers ‖∇Φ‖). Returns ``(A, P, newton_steps, finite)``, P at the returned A;
+    ``finite`` is False when Φ, ∇Φ or a curvature overflowed (no reliable step)."""
+    nb, t = Sb.shape
+    q = Bs.shape[1]
+    A = np.zeros((t, q))
+    P, Pi = np.empty(nb), np.empty((nb, t))
+    P2, Pi2 = np.empty(nb), np.empty((nb, t))
+    val = inner_objective(A, Sb, Bs, yloc, logc, logk, rho1, P, Pi)
+    steps = 0
+    finite = math.isfinite(val)
+    for _ in range(max_iter):
+        g = inner_gradient(A, Bs, yloc, rho1, P, Pi)
+        gn = math.sqrt(np.sum(g * g))
+        finite = finite and math.isfinite(gn)
+        if q == 0 or not gn > 2.0 * tol or not finite:
+            break
+        # conjugate gradients on H dx = −g, forcing term min(0.5, sqrt‖g‖)
+        dx = np.zeros_like(A)
+        r = -g
+        p = r.copy()
+        rs = gn * gn
+        eta = min(0.5, math.sqrt(gn))
+        for _cg in range(max(20, 2 * t)):
+            Hp = inner_hvp(p, Bs, yloc, rho1, P, Pi)
+            pHp = np.sum(p * Hp)
+            if not pHp > 0.0 or not math.isfinite(pHp):
+                finite = finite and math.isfinite(pHp)
+                break
+            a = rs / pHp
+            dx += a * p
+            r -= a * Hp
+            rs_new = np.sum(r * r)
+            if math.sqrt(rs_new) <= eta * gn:
+                break
+            p = r + (rs_new / rs) * p
+            rs = rs_new
+        slope = np.sum(g * dx)
+        if not slope < 0.0:
+            dx = -g
+            slope = -gn * gn
+        tau, accepted = 1.0, False
+        for _ls in range(60):
+            An = A + tau * dx
+            vn = inner_objective(An, Sb, Bs, yloc, logc, logk, rho1, P2, Pi2)
+            if vn <= val + 1e-4 * tau * slope:
+                accepted = True
+                break
+            if abs(vn - val) <= 1e-12 * (1.0 + abs(val)):  # below round-off: judge by ‖∇Φ‖
+                g2 = inner_gradient(An, Bs, yloc, rho1, P2, Pi2)
+                if math.sqrt(np.sum(g2 * g2)) < gn:
+                    accepted = True
+                    break
+            tau *= 0.5
+        if not accepted or not finite:
+            break
+        A = An
+        P, P2 = P2, P
+        Pi, Pi2 = Pi2, Pi
+        steps += 1
+        val = vn
+    return A, P, steps, finite
+
+
+# -- the epoch ---------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def minibatch_epoch(indptr, indices, data, y, W, u, order, classes, bptr, brows, Bfac, Mfac,
+                    rank, lr, omega, alpha, beta, tol, max_iter):
+    """One epoch: for step t, batch ``order[t]`` and classes ``classes[t]`` (−1 padded), the
+    exact Implicit SGD step of the module docstring; W (row scales as in
+    :func:`xclib.unbiased.implicit_epoch`) and u in place. O(n t nnz) for the scores and the
+    update (t = |L_j ∪ C| ≤ n + m), O(n t q) per Newton-CG product. Returns the Newton steps.
+    If a step's problem overflows, W is set to NaN (the estimator's divergence check)."""
+    K = W.shape[0]
+    scale = np.ones(K)
+    pos = np.full(K, -1, dtype=np.int64)
+    g = lr * omega
+    lg = math.log(g)
+    steps = 0
+    for st in range(order.shape[0]):
+        j = order[st]
+        rows = brows[bptr[j]:bptr[j + 1]]
+        nb = rows.shape[0]
+        T = np.empty(nb + classes.shape[1], dtype=np.int64)
+        t = 0
+        for i in range(nb):
+            lab = y[rows[i]]
+            if pos[lab] < 0:
+                pos[lab] = t
+                T[t] = lab
+                t += 1
+        n_lab = t
+        for c in range(classes.shape[1]):
+            if classes[st, c] >= 0:
+                pos[classes[st, c]] = t
+                T[t] = classes[st, c]
+                t += 1
+        lcw = math.log((K - n_lab) / (t - n_lab)) if t > n_lab else 0.0
+        q = rank[j]
+        Bs = np.ascontiguousarray(Bfac[j, :nb, :q])
+        rho1, pk = np.empty(t), np.empty(t)
+        for k in range(t):
+            rho1[k] = 1.0 + lr * alpha * beta[T[k]]
+            pk[k] = 1.0 / rho1[k]
+        Sb, logc = np.empty((nb, t)), np.empty((nb, t))
+        yloc, logk = np.empty(nb, dtype=np.int64), np.empty(nb)
+        for i in range(nb):
+            r = rows[i]
+            idx = indices[indptr[r]:indptr[r + 1]]
+            val = data[indptr[r]:indptr[r + 1]]
+            yloc[i] = pos[y[r]]
+            logk[i] = lg + g - u[r]
+            for k in range(t):
+                Sb[i, k] = scale[T[k]] * pk[k] * sparse_row_dot(idx, val, W[T[k]])
+                logc[i, k] = 0.0 if k < n_lab else lcw
+            logc[i, yloc[i]] = -np.inf
+        A, P, ns, finite = solve_inner(Sb, Bs, yloc, logc, logk, rho1, tol, max_iter)
+        steps += ns
+        if not finite:  # overflow (absurd rate or feature scale): report it as divergence
+            W[:] = np.nan
+            return steps
+        R = np.dot(np.ascontiguousarray(Mfac[j, :nb, :q]), A.T) if q > 0 else np.zeros((nb, t))
+        for k in range(t):  # w_k ← w̃_k/(1 + ρ_k) + X_Sᵀ r_k
+            kk = T[k]
+            if alpha > 0.0:
+                scale[kk] *= pk[k]
+                fold_row_scale(W, scale, kk, False)
+            for i in range(nb):
+                if R[i, k] != 0.0:
+                    r = rows[i]
+                    sparse_row_axpy(R[i, k] / scale[kk], indices[indptr[r]:indptr[r + 1]],
+                                    data[indptr[r]:indptr[r + 1]], W[kk])
+            pos[kk] = -1
+        for i in range(nb):
+            u[rows[i]] = u[rows[i]] - g + P[i]
+    fold_row_scale(W, scale, -1, True)
+    return steps
+
+
+# -- the estimator ----------------------------------------------------------------------------
+@dataclass
+class _MinibatchState:
+    W: np.ndarray  # (K, D)
+    u: np.ndarray  # (N,)
+    beta: np.ndarray  # (K,) β_k of the minibatch sampling
+    bptr: np.ndarray  # (J + 1,) the fixed minibatches S_j = brows[bptr[j]:bptr[j+1]]
+    brows: np.ndarray  # (N,)
+    B: np.ndarray  # (J, n, n) the b_i of eq. (21), padded
+    M: np.ndarray  # (J, n, n) r_k = M a_k, padded
+    rank: np.ndarray  # (J,) q_j
+    steps: list  # Newton steps per Implicit SGD step, per epoch
+
+
+class MinibatchImplicitSGD(_DoubleSumSGD):
+    """Implicit SGD with ``batch_size`` datapoints and ``n_sampled`` classes per step
+    (Fagan & Iyengar, Appendix F.3, eqs. 19–21; the module docstring has the derivation).
+
+    Each step solves ``argmin 2η f_{j,C} + ‖u − ũ‖² + ‖W − W̃‖²`` over the batch's ``u_i``
+    and the touched ``w_k`` to ``tol``: stable for any learning rate. For
+    ``batch_size = n_sampled = 1`` it is :class:`~xclib.unbiased.ImplicitSGD`'s step.
+
+    Parameters
+    ----------
+    learning_rate : float > 0, η (η_t = η·decay^epoch) on ``f_{j,C}``, whose data part is
+        the *mean* over the batch (ω = J/N ≈ 1/n): the paper's ``η p_j^{-1}`` is ``η/n``
+        here; an epoch is ``ceil(N/n)`` steps, so a rate comparable to ImplicitSGD's ``η₁``
+        is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD).
+    n_epochs : int ; decay : float in (0, 1]
+    batch_size : int ≥ 1, n: rows per fixed minibatch S_j (F.3.1)
+    n_sampled : int ≥ 1, m: classes drawn outside the batch's labels (clipped to K − |L_j|)
+    alpha : float ≥ 0, ridge, the paper's μ = alpha·N
+    tol : float ≥ 0, ε of the inner solver: the step's W is within ``tol`` (Frobenius) of
+        its exact value (0: to round-off)
+    max_iter : int ≥ 1, Newton steps per Implicit SGD step (inner solver)
+    u_init : None (log K) or in [0, log K], as ImplicitSGD
+    random_state, verbose : as usual
+
+    Attributes
+    ----------
+    coef_, intercept_ (None), classes_, history_, diverged_, n_epochs_, u_ (N,),
+    n_newton_ : mean Newton steps per Implicit SGD step, per epoch.
+    """
+
+    _parameter_constraints = {
+        "learning_rate": LEARNING_RATE, "n_epochs": N_EPOCHS, "alpha": ALPHA, "decay": DECAY,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_sampled": [Interval(Integral, 1, None, closed="left")],
+        "tol": TOL, "max_iter": MAX_ITER,
+        "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
+        "random_state": RANDOM_STATE, "verbose": VERBOSE,
+    }
+
+    def __init__(self, learning_rate=10.0, n_epochs=10, batch_size=10, n_sampled=5,
+                 alpha=1e-4, decay=0.9, tol=1e-8, max_iter=50, u_init=None,
+                 random_state=None, verbose=False):
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.batch_size = batch_size
+        self.n_sampled = n_sampled
+        self.alpha = alpha
+        self.decay = decay
+        self.tol = tol
+        self.max_iter = max_iter
+        self.u_init = u_init
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _init_state(self, X, y, rng):
+        base = super()._init_state(X, y, rng)  # W = 0, u = u_init, checks u_init
+        K = self.classes_.shape[0]
+        bptr, brows = make_batches(rng, X.shape[0], int(self.batch_size))
+        B, M, rank = batch_factors(X, bptr, brows)
+        beta = minibatch_class_weights(y, bptr, brows, K, int(self.n_sampled))
+        return _MinibatchState(W=base.W, u=base.u, beta=beta, bptr=bptr, brows=brows, B=B,
+                               M=M, rank=rank, steps=[])
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        J = state.bptr.shape[0] - 1
+        order = rng.permutation(J).astype(np.int64)
+        classes = draw_batch_classes(rng, y, state.bptr, state.brows, order,
+                                     state.W.shape[0], int(self.n_sampled))
+        lr = float(self.learning_rate) * float(self.decay) ** epoch
+        with threadpool_limits(1, "blas"):  # n × n products: threads only spin
+            ns = minibatch_epoch(X.indptr, X.indices, X.data, y, state.W, state.u, order,
+                                 classes, state.bptr, state.brows, state.B, state.M,
+                                 state.rank, lr, J / X.shape[0], float(self.alpha),
+                                 state.beta, float(self.tol), int(self.max_iter))
+        state.steps.append(ns / max(J, 1))
+
+    def _finalize(self, state):
+        super()._finalize(state)
+        self.n_newton_ = list(state.steps)
