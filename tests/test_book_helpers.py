@@ -59,3 +59,13 @@ def test_others_load_sees_a_busy_neighbour_and_not_itself():
         busy.wait()
     assert shared["cores"] > alone["cores"] + 0.5
     assert 0.0 <= alone["cores"] < shared["cores"] < 1.5 + alone["cores"]
+
+
+def _writeable(X):
+    return bool(X.flags.writeable)
+
+
+def test_one_per_core_gives_workers_writable_arrays():
+    """Read-only memory maps would be a new numba type: a second compilation, timed."""
+    big = np.zeros(2_000_000)   # above joblib's default memory-map threshold (1 MB)
+    assert one_per_core(_writeable, [(big,), (big,)], n_jobs=2) == [True, True]

@@ -93,10 +93,13 @@ def time_fit(estimator, X, y, **fit_params):
 def one_per_core(fn, jobs, n_jobs=None):
     """``[fn(*job) for job in jobs]``, computed in worker processes, one per core.
 
-    joblib's ``loky`` backend: ``fn`` and the jobs are pickled (large arrays are shared through
-    memory maps) and each worker's BLAS is limited to one thread, so two workers on two cores
-    do not oversubscribe them. With one core, or one job, the jobs run here in turn. Results
-    come back in the order of ``jobs``; they do not depend on where a job ran.
+    joblib's ``loky`` backend: ``fn`` and the jobs are pickled, and each worker's BLAS is
+    limited to one thread, so two workers on two cores do not oversubscribe them. Arrays are
+    copied to the workers, not memory-mapped: a read-only memory map is another type for
+    numba, whose kernels would then compile again inside the first timed epoch, after
+    :func:`warm_up` compiled them for writable arrays. With one core, or one job, the jobs run
+    here in turn. Results come back in the order of ``jobs``; they do not depend on where a
+    job ran.
     """
     import os
 
@@ -106,7 +109,8 @@ def one_per_core(fn, jobs, n_jobs=None):
         return [fn(*job) for job in jobs]
     from joblib import Parallel, delayed
 
-    return Parallel(n_jobs=n, backend="loky")(delayed(fn)(*job) for job in jobs)
+    return Parallel(n_jobs=n, backend="loky", max_nbytes=None)(
+        delayed(fn)(*job) for job in jobs)
 
 
 def _busy_seconds():
