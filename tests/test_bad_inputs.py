@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import BUILD, ROOT, exported_estimators
@@ -25,11 +26,23 @@ FAILURES = ("unclear", "exception", "garbage", "degenerate")
 SUMMARY: dict = {}
 
 
-@pytest.mark.parametrize("kind,name", CASES, ids=[n for _, n in CASES])
-def test_bad_inputs(kind, name):
+def _run_child(kind, name):
     env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning")
-    proc = subprocess.run([sys.executable, str(WORKER), kind, name], capture_output=True,
+    return subprocess.run([sys.executable, str(WORKER), kind, name], capture_output=True,
                           text=True, timeout=600, cwd=ROOT, env=env)
+
+
+@pytest.fixture(scope="module")
+def children():
+    """Every child started at once, as many running as there are cores: the matrix is one
+    file (its summary is written by one process) but need not take one core's time."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        yield {name: pool.submit(_run_child, kind, name) for kind, name in CASES}
+
+
+@pytest.mark.parametrize("kind,name", CASES, ids=[n for _, n in CASES])
+def test_bad_inputs(children, kind, name):
+    proc = children[name].result()
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     SUMMARY[name] = rows
     _save()
