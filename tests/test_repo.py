@@ -38,6 +38,16 @@ def test_notebook_committed_without_outputs(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_code_fits_the_page(path):
+    """Code a reader sees (or unfolds) fits the page: no line over 88 characters."""
+    nb = nbformat.read(path, as_version=4)
+    long = [f"cell {i}: {len(line)} chars: {line.strip()[:60]}"
+            for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for line in c.source.splitlines() if len(line) > 88]
+    assert not long, f"{path.relative_to(ROOT)}:\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_has_parameters_cell(path):
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
