@@ -222,3 +222,27 @@ def test_js_slider_is_shielded_from_notebook_shortcuts():
     sweep = sweep_learning_rates(gd_history, [0.1, 1.0], None, n_epochs=2)
     html = sweep_html(sweep, 2)
     assert html.startswith('<div class="xclib-sweep" data-lm-suppress-shortcuts="true">')
+
+
+def test_sweep_in_worker_processes_matches_the_serial_sweep():
+    def run(method, rate, n_epochs):  # a closure: pickled by value for the workers
+        import warnings as w
+
+        from xclib.base import DivergenceWarning as DW
+
+        if method == "warns":
+            w.warn("a user warning from a run", UserWarning)
+        loss = [0.5 * (1 - rate) ** (2 * e) for e in range(1, n_epochs + 1)]
+        if rate > 2:
+            w.warn("diverged", DW)
+            loss = loss[:2]
+        return {"epoch": list(range(1, len(loss) + 1)), "train_loss": loss}
+
+    serial = sweep_learning_rates(run, [0.1, 3.0], ["plain"], n_epochs=4)
+    with pytest.warns(UserWarning, match="a user warning"):
+        parallel = sweep_learning_rates(run, [0.1, 3.0], ["plain", "warns"], n_epochs=4,
+                                        n_jobs=2)
+    for rate in (0.1, 3.0):
+        a, b = serial["plain"][rate], parallel["plain"][rate]
+        assert a["diverged"] == b["diverged"] == (rate > 2)
+        np.testing.assert_array_equal(a["train_loss"], b["train_loss"])

@@ -86,37 +86,58 @@ def is_diverged(history, metric="train_loss", n_epochs=None):
     return n_epochs is not None and len(values) == 0
 
 
-def sweep_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss"):
+def _sweep_one(run, method, rate, n_epochs, metric):
+    """One run of the sweep: ``(history, warnings to pass on)``. DivergenceWarnings and
+    ``ArithmeticError`` mark the history diverged; other warnings are returned as
+    ``(message, category, filename, lineno)`` for the caller to re-issue (a worker process
+    cannot show them)."""
+    from .base import DivergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DivergenceWarning)
+        try:
+            h = run(None if method == _UNNAMED else method, rate, n_epochs)
+        except ArithmeticError:
+            h = None
+    h = _history_dict(h, metric)
+    others = []
+    for w in caught:
+        if issubclass(w.category, DivergenceWarning):
+            h["diverged"] = True
+        else:  # not ours to swallow
+            others.append((w.message, w.category, w.filename, w.lineno))
+    h["diverged"] = is_diverged(h, metric, n_epochs)
+    return h, others
+
+
+def sweep_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss",
+                         n_jobs=1):
     """Call ``run(method, rate, n_epochs)`` for every pair; ``{method: {rate: history}}``.
 
     Each history is a dict of float arrays with the extra key ``"diverged"``. Warnings of
     category :class:`~xclib.base.DivergenceWarning` and ``ArithmeticError`` exceptions mark the
-    run as diverged instead of reaching the notebook's output.
+    run as diverged instead of reaching the notebook's output. With ``n_jobs`` > 1 (``None``:
+    one per core) the runs go to worker processes (:func:`xclib.book.one_per_core`; ``run``
+    and what it uses are pickled), which changes nothing in the result: each run is
+    independent and seeded by ``run`` itself.
     """
-    from .base import DivergenceWarning
-
     rates = _check_rates(rates)
     methods = [_UNNAMED] if methods is None else list(methods)
     if not methods:
         raise ValueError("methods must be None or a non-empty list of names")
-    sweep = {}
-    for method in methods:
-        sweep[method] = {}
-        for rate in rates:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", DivergenceWarning)
-                try:
-                    h = run(None if method == _UNNAMED else method, rate, n_epochs)
-                except ArithmeticError:
-                    h = None
-            h = _history_dict(h, metric)
-            for w in caught:
-                if issubclass(w.category, DivergenceWarning):
-                    h["diverged"] = True
-                else:  # not ours to swallow
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            h["diverged"] = is_diverged(h, metric, n_epochs)
-            sweep[method][rate] = h
+    pairs = [(method, rate) for method in methods for rate in rates]
+    jobs = [(run, method, rate, n_epochs, metric) for method, rate in pairs]
+    if n_jobs == 1:
+        results = [_sweep_one(*job) for job in jobs]
+    else:
+        from .book import one_per_core
+
+        results = one_per_core(_sweep_one, jobs, n_jobs=n_jobs)
+    sweep = {method: {} for method in methods}
+    for (method, rate), (h, others) in zip(pairs, results):
+        for message, category, filename, lineno in others:
+            warnings.warn_explicit(message, category, filename, lineno)
+        sweep[method][rate] = h
     return sweep
 
 
@@ -405,7 +426,7 @@ def _live_controls(run, rates, methods, n_epochs, metric, reference, ylabel, tit
 
 def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_loss",
                            reference=None, ylabel=None, title=None, logy=False, live=None,
-                           xlabel="epoch", reference_label="optimum"):
+                           xlabel="epoch", reference_label="optimum", n_jobs=1):
     """Precompute a learning-rate sweep, show it as an offline JS-slider animation, and (live in
     Jupyter) add ipywidgets controls that re-run the fit.
 
@@ -434,6 +455,9 @@ def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_
     xlabel, reference_label : str
         What the x axis counts (``history["epoch"]``: epochs, or batches, passes, ...) and the
         name of the reference line (say which optimum: its ridge, its solver).
+    n_jobs : int or None
+        Runs of the precomputed sweep at once, in worker processes (``None``: one per core);
+        see :func:`sweep_learning_rates`. The live controls always fit here.
 
     Returns
     -------
@@ -446,7 +470,7 @@ def explore_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_
     if n_epochs < 1:
         raise ValueError(f"n_epochs must be >= 1, got {n_epochs}")
     rates = _check_rates(rates)
-    sweep = sweep_learning_rates(run, rates, methods, n_epochs, metric)
+    sweep = sweep_learning_rates(run, rates, methods, n_epochs, metric, n_jobs=n_jobs)
     display(HTML(sweep_html(sweep, n_epochs, metric, reference, ylabel, title, logy,
                             xlabel=xlabel, reference_label=reference_label)))
     if live is None:
