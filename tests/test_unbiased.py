@@ -291,7 +291,7 @@ def test_warm_started_lambert_w_matches_scipy():
     """The log-scale W₀(e^L) of the implicit step, from its cold start and warm-started."""
     from scipy.special import lambertw
     from xclib._numba import lambertw_exp
-    from xclib.unbiased import _w_refine, _w_start
+    from xclib.unbiased_kernels import _w_refine, _w_start
     rng = np.random.default_rng(11)
     for L in np.r_[np.linspace(-30, 30, 601), rng.normal(0, 300, 200), -700.0, 700.0, 1e6]:
         b0, a0 = _w_start(L)
@@ -465,3 +465,125 @@ def test_fitted_model_pickles_without_data_or_state(Est):
 @parametrize_with_checks([VanillaSGD(), UMax(), ImplicitSGD(), UMax(formulation="raman")])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+# -- m classes per step (Algorithm 1 with m ≥ 1; the authors' code ran m = 5) -----------------
+def _sgd_sampled_numpy(X, y, W, u, rows, ks, lr, delta, alpha, beta, b_u, b_w):
+    """NumPy transcription of a step with the classes ``C = {k ∈ ks[t], k ≥ 0}``:
+    f = u + e^{−u} + ((K−1)/|C|) Σ_C e^{z_k − u}, U-max rule on log(1 + Σ_C e^{z_k})."""
+    K = W.shape[0]
+    for i, S in zip(rows, ks):
+        x, yi, C = X[i], y[i], [k for k in S if k >= 0]
+        ui = u[i]
+        if C:
+            z = np.array([x @ (W[k] - W[yi]) for k in C])
+            if np.isfinite(delta):
+                t = np.logaddexp.reduce(np.r_[0.0, z])
+                ui = t if ui < t - delta else ui
+            c = (K - 1) / len(C) * np.exp(z - ui)
+            for k, ck in zip(C, c):
+                W[k] = (W[k] - lr * ck * x) / (1 + lr * alpha * beta[k])
+            W[yi] = (W[yi] + lr * c.sum() * x) / (1 + lr * alpha * beta[yi])
+            for j in C + [yi]:
+                nrm = np.linalg.norm(W[j])
+                if nrm > b_w:
+                    W[j] *= b_w / nrm
+            g_u = 1 - np.exp(-ui) - c.sum()
+        else:
+            g_u = 1 - np.exp(-ui)
+        u[i] = min(max(ui - lr * g_u, 0.0), b_u)
+
+
+@pytest.mark.parametrize("sampling,m", [("others", 1), ("others", 3), ("all", 1), ("all", 4)])
+@pytest.mark.parametrize("delta,alpha,lr", [(np.inf, 0.0, 0.05), (1.0, 0.0, 0.3),
+                                            (0.5, 0.2, 0.05), (1.0, 30.0, 1.0)])
+def test_sgd_epoch_sampled_matches_numpy(sampling, m, delta, alpha, lr):
+    from xclib.unbiased import draw_class_sets, sgd_epoch_sampled
+
+    K = 6
+    X, y, W, rng = _problem(7, N=14, D=5, K=K, scale=0.5)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    Xs = sp.csr_matrix(X)
+    u = rng.uniform(0, 2, len(y))
+    rows = rng.integers(0, len(y), 60)
+    ks = draw_class_sets(rng, y[rows], K, m, sampling)
+    beta = class_weights(y, K, m, sampling)
+    b_w, b_u = umax_bounds(X, K, alpha)
+    if 0 < alpha < 1:
+        b_w = 0.8  # binding
+    sq = np.sum(X * X, axis=1)
+    W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
+    sgd_epoch_sampled(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, rows, ks, lr, delta, alpha,
+                      beta, b_u, b_w)
+    _sgd_sampled_numpy(X, y, W2, u2, rows, ks, lr, delta, alpha, beta, b_u, b_w)
+    assert np.all(np.isfinite(W1)) and not np.array_equal(W1, W)
+    np.testing.assert_allclose(W1, W2, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(u1, u2, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("delta,alpha", [(np.inf, 0.0), (1.0, 0.0), (0.5, 0.2)])
+def test_one_sampled_class_is_the_single_class_kernel(delta, alpha):
+    from xclib.unbiased import sgd_epoch_sampled
+
+    X, y, W, rng = _problem(8, N=12, D=5, K=4, scale=0.5)
+    Xs = sp.csr_matrix(X / np.linalg.norm(X, axis=1, keepdims=True))
+    sq = np.asarray(Xs.multiply(Xs).sum(axis=1)).ravel()
+    u = rng.uniform(0, 2, len(y))
+    rows = rng.integers(0, len(y), 50)
+    r = rng.integers(0, 3, 50); ks = r + (r >= y[rows])
+    beta = class_weights(y, 4)
+    b_w, b_u = umax_bounds(Xs, 4, alpha)
+    W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
+    csr = (Xs.indptr, Xs.indices, Xs.data, sq, y)
+    sgd_epoch(*csr, W1, u1, rows, ks, 0.1, False, delta, alpha, beta, b_u, b_w)
+    sgd_epoch_sampled(*csr, W2, u2, rows, ks[:, None].copy(), 0.1, delta, alpha, beta, b_u, b_w)
+    np.testing.assert_allclose(W1, W2, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(u1, u2, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("sampling", ["others", "all"])
+def test_class_sets_are_uniform_and_weights_unbiased(sampling):
+    from xclib.unbiased import draw_class_sets
+
+    K, m, T = 7, 3, 60_000
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, K, T)
+    S = draw_class_sets(rng, y, K, m, sampling)
+    for row, yi in zip(S[:500], y[:500]):
+        kept = row[row >= 0]
+        assert len(set(kept)) == len(kept) and yi not in kept
+    # each class other than the label is drawn with probability m/(K−1) ("others") or m/K
+    p = m / (K - 1) if sampling == "others" else m / K
+    hits = np.zeros(K); chances = np.zeros(K)
+    for j in range(K):
+        rows = y != j
+        hits[j] = np.sum(S[rows] == j); chances[j] = rows.sum()
+    np.testing.assert_allclose(hits / chances, p, rtol=0.03)
+    if sampling == "all":
+        np.testing.assert_allclose(np.mean(S == -1), 1 / K, rtol=0.03)
+    # β_j · P(j touched by a step) = 1: the ridge of a step is unbiased
+    yy = np.array([0, 0, 0, 1, 2, 2, 3, 4, 5, 6, 6, 6])
+    beta = class_weights(yy, K, m, sampling)
+    n = len(yy)
+    for j in range(K):
+        nj = np.sum(yy == j)
+        assert beta[j] * (nj / n + (1 - nj / n) * p) == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("Est", [VanillaSGD, UMax])
+def test_m_classes_per_step_learn_and_check_their_parameters(Est):
+    X, y = _blobs(4)
+    m = Est(learning_rate=0.1, n_epochs=10, n_sampled=3, random_state=0).fit(X, y)
+    assert m.score(X, y) > 0.9 and np.all(m.u_ >= 0)
+    a = Est(n_epochs=2, n_sampled=2, class_sampling="all", random_state=3).fit(X, y)
+    b = Est(n_epochs=2, n_sampled=2, class_sampling="all", random_state=3).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    with pytest.raises(ValueError, match="n_sampled"):
+        Est(n_sampled=5).fit(X, y)  # K = 5: four other classes
+    Est(n_sampled=5, class_sampling="all", n_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="n_sampled"):
+        Est(n_sampled=6, class_sampling="all").fit(X, y)
+    with pytest.raises(ValueError, match="formulation"):
+        Est(n_sampled=2, formulation="raman").fit(X, y)
+    with pytest.raises(ValueError, match="class_sampling"):
+        Est(class_sampling="some").fit(X, y)
