@@ -10,6 +10,11 @@
 3. Latency of a dependent random access to one of K rows of W (a pointer chase through a
    random cycle over K rows of D float64, one cache line read per row): the floor of a step
    that touches a random row of a large W, for K = 10^2 and 10^5.
+4. The memory traffic of one double-sum SGD step without its arithmetic
+   (:func:`sgd_access_epoch`): read a random CSR row, dot it with two rows of W (the class
+   ``k`` and the label's) and add it back into both. Every chapter-1 kernel (vanilla SGD,
+   U-max, Implicit SGD) makes these accesses and more; its steps per second over this
+   kernel's, at the same K, is its measured/floor ratio (`bench_unbiased.py`).
 
 No asserts: the numbers describe the machine, and the benchmarks print their measured/floor
 ratios from them. Timings take the best of a few repetitions (warm numba kernels).
@@ -60,6 +65,30 @@ def _chase(W, nxt, steps):
         acc += W[k, 0]
         k = nxt[k] + (1 if acc < -1.0 else 0)  # a data dependence on the row just read
     return acc + k
+
+
+@njit(cache=True)
+def sgd_access_epoch(indptr, indices, data, y, W, rows, ks):
+    """The loads and stores of an epoch of double-sum SGD steps, and nothing else: for each
+    step ``t``, ``x = X[rows[t]]``, ``d = x·W[k] + x·W[y]`` and ``W[k] −= c x``,
+    ``W[y] += c x`` with ``c`` depending on ``d`` (so the stores wait for the loads)."""
+    acc = 0.0
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        k = ks[t]
+        yi = y[i]
+        p0, p1 = indptr[i], indptr[i + 1]
+        d = 0.0
+        for p in range(p0, p1):
+            j = indices[p]
+            d += data[p] * (W[k, j] + W[yi, j])
+        c = 1e-9 * (1.0 if d >= 0.0 else -1.0)
+        for p in range(p0, p1):
+            j = indices[p]
+            W[k, j] -= c * data[p]
+            W[yi, j] += c * data[p]
+        acc += d
+    return acc
 
 
 def best(fn, *args, repeat=3):
