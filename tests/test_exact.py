@@ -110,3 +110,119 @@ def test_warm_start_starts_at_the_previous_optimum():
 @parametrize_with_checks([SoftmaxRegression()])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+# --- the two gradient paths and the L-BFGS of the oracle -------------------------------------
+
+
+def _many_classes(n=300, d=40, k=40, seed=3):
+    """K ≥ FUSED_MIN_K classes: sparse X takes the fused numba pass."""
+    from xclib.exact import FUSED_MIN_K
+    X, y = _data(n=n, d=d, k=k, seed=seed)
+    assert k >= FUSED_MIN_K and len(np.unique(y)) > 1
+    return X, y
+
+
+@pytest.mark.parametrize("with_b", [False, True])
+def test_fused_and_blocked_paths_agree(with_b, monkeypatch):
+    import xclib.exact
+    X, y = _many_classes()
+    rng = np.random.default_rng(2)
+    W = rng.normal(size=(40, 40))
+    b = rng.normal(size=40) if with_b else None
+    calls, real = [], xclib.exact._objective_fused
+    monkeypatch.setattr(xclib.exact, "_objective_fused", lambda *a: calls.append(1) or real(*a))
+    fused = softmax_objective(W, X, y, 0.7, b)
+    assert calls  # the fused pass did run
+    assert softmax_objective(W, X, y, 0.7, b, with_grad=False) == pytest.approx(fused[0],
+                                                                                   rel=1e-12)
+    csc = softmax_objective(W, X.tocsc(), y, 0.7, b)  # fused too, after a conversion
+    assert csc[0] == pytest.approx(fused[0], rel=1e-12)
+    dense = softmax_objective(W, X.toarray(), y, 0.7, b)  # blocked, BLAS
+    monkeypatch.setattr(xclib.exact, "FUSED_MIN_K", 10**9)
+    blocked = softmax_objective(W, X, y, 0.7, b)  # blocked, SciPy's CSR kernels
+    for other in (dense, blocked):
+        assert fused[0] == pytest.approx(other[0], rel=1e-12)
+        np.testing.assert_allclose(fused[1], other[1], rtol=1e-12,
+                                   atol=1e-12 * np.abs(other[1]).max())
+        if with_b:
+            np.testing.assert_allclose(fused[2], other[2], rtol=1e-12,
+                                       atol=1e-12 * np.abs(other[2]).max())
+        else:
+            assert fused[2] is None and other[2] is None
+
+
+def test_fused_path_checks_what_numba_would_not():
+    X, y = _many_classes(n=50)
+    W = np.zeros((40, 40))
+    for bad_y in (np.full(50, 40), np.full(50, -1), y[:-1]):
+        with pytest.raises(ValueError, match="labels|do not match"):
+            softmax_objective(W, X, bad_y)
+    with pytest.raises(ValueError, match="do not match"):
+        softmax_objective(np.zeros((40, 41)), X, y)
+    with pytest.raises(ValueError, match="do not match"):
+        softmax_objective(W, X, y, intercept=np.zeros(39))
+
+
+def test_fused_gradient_matches_finite_differences():
+    X, y = _many_classes(n=60, d=5, k=33)
+    rng = np.random.default_rng(4)
+    W, b = rng.normal(size=(33, 5)), rng.normal(size=33)
+
+    def f(theta):
+        return softmax_objective(theta[:165].reshape(33, 5), X, y, 0.3, theta[165:],
+                                 with_grad=False)
+
+    _, g, gb = softmax_objective(W, X, y, 0.3, b)
+    num = approx_fprime(np.concatenate([W.ravel(), b]), f, 1e-6)
+    np.testing.assert_allclose(np.concatenate([g.ravel(), gb]), num, rtol=1e-5, atol=1e-5)
+
+
+def test_many_classes_match_sklearn():
+    X, y = _many_classes(n=400)
+    alpha = 1.0 / 400
+    ours = SoftmaxRegression(alpha=alpha).fit(X, y)
+    ref = LogisticRegression(C=1 / (alpha * 400), fit_intercept=False, tol=1e-10,
+                             max_iter=10_000).fit(X, y)
+    assert ours.converged_ and ours.n_fev_ >= ours.n_iter_
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-5)
+    v = softmax_objective(ours.coef_, X, np.searchsorted(ours.classes_, y), alpha * 400,
+                          with_grad=False)
+    assert ours.objective_ == pytest.approx(v / 400, rel=1e-12)
+
+
+def test_lbfgs_minimises_rosenbrock_and_reports_why_it_stopped():
+    from scipy.optimize import rosen, rosen_der
+
+    from xclib.exact import lbfgs
+
+    def fun(x):
+        return rosen(x), rosen_der(x)
+
+    x0 = np.array([-1.2, 1.0, -0.5, 0.8])
+    res = lbfgs(fun, x0, gtol=1e-10, ftol=0.0, max_iter=500)
+    assert res["success"] and "gradient" in res["message"]
+    np.testing.assert_allclose(res["x"], 1.0, atol=1e-8)
+    assert res["nfev"] >= res["nit"] > 0
+    short = lbfgs(fun, x0, gtol=1e-10, max_iter=3)
+    assert not short["success"] and short["nit"] == 3 and "max_iter" in short["message"]
+    at_min = lbfgs(fun, np.ones(4), gtol=1e-10)
+    assert at_min["success"] and at_min["nit"] == 0 and at_min["nfev"] == 1
+
+
+def test_lbfgs_matches_a_quadratic_minimiser():
+    from xclib.exact import lbfgs
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(30, 30))
+    H = A @ A.T + np.diag(np.logspace(-2, 3, 30))  # condition number ~1e5
+    c = rng.normal(size=30)
+
+    def fun(x):
+        g = H @ x - c
+        return 0.5 * x @ (g - c), g
+
+    res = lbfgs(fun, np.zeros(30), gtol=1e-6, ftol=0.0, max_iter=5000)
+    assert res["success"] and np.abs(res["jac"]).max() <= 1e-6
+    # ‖x − x*‖ ≤ ‖g‖ / λ_min(H)
+    err = np.linalg.norm(res["x"] - np.linalg.solve(H, c))
+    assert err <= np.linalg.norm(res["jac"]) / np.linalg.eigvalsh(H)[0] * (1 + 1e-6)
