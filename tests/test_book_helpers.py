@@ -59,6 +59,11 @@ def test_others_load_sees_a_busy_neighbour_and_not_itself():
         busy.wait()
     assert shared["cores"] > alone["cores"] + 0.5
     assert 0.0 <= alone["cores"] < shared["cores"] < 1.5 + alone["cores"]
+    with others_load() as child:  # a child this process waits for is its own work
+        subprocess.run([sys.executable, "-c",
+                        "import time\nt = time.perf_counter()\n"
+                        "while time.perf_counter() - t < 1.0: pass"], check=True)
+    assert child["cores"] < alone["cores"] + 0.4
 
 
 def _writeable(X):

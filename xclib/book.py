@@ -131,14 +131,14 @@ def _busy_seconds():
 def others_load():
     """``with others_load() as load: ...`` then ``load["cores"]``: how many cores, on average
     over the block, other processes kept busy (the machine's busy time, from ``/proc/stat``,
-    minus this process's CPU time). A speed-up from P workers is only a measurement of the
+    minus the CPU time of this process and of the children it waited for). A speed-up from P workers is only a measurement of the
     method when ``load["cores"]`` is well below ``os.cpu_count() − P + 1``. Off Linux,
     ``cores`` is the 1-minute load average at the end, which includes this process.
     """
     import os
 
     out = {"cores": np.nan}
-    busy0, cpu0, wall0 = _busy_seconds(), time.process_time(), time.perf_counter()
+    busy0, cpu0, wall0 = _busy_seconds(), _own_cpu_seconds(), time.perf_counter()
     try:
         yield out
     finally:
@@ -147,5 +147,14 @@ def others_load():
         if busy0 is None or busy1 is None or wall <= 0:
             out["cores"] = float(os.getloadavg()[0])
         else:
-            mine = time.process_time() - cpu0
+            mine = _own_cpu_seconds() - cpu0
             out["cores"] = max(0.0, (busy1 - busy0 - mine) / wall)
+
+
+def _own_cpu_seconds():
+    """CPU seconds of this process and of its children that have ended (a benchmark run by
+    ``subprocess.run`` inside the block is this process's work, not another's)."""
+    import os
+
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
