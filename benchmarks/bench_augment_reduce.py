@@ -6,14 +6,17 @@ Prints, for Table 1's minibatch sizes (MNIST |B| = 500, |S| = 1; Bibtex 488 / 20
 toy 500 / 100) and Section 4's optimiser settings (``alpha=0``, ``learning_rate=0.02``), the
 median seconds per epoch with warm kernels (``xclib.book.warm_up`` compiles them first on a
 few rows; evaluation excluded),
-the paper's one-core figures beside them, and the A&R/OVE ratio measured in this run (paper:
-about 1.0-1.05). Timings on a shared machine move with its load; the ratios within one run are
-what to compare. Not part of the test suite.
+the paper's one-core figures beside them, the A&R/OVE ratio measured in this run (paper:
+about 1.0-1.05), and each epoch over the floor of ``benchmarks/floors.py`` measured in the same
+run: one pass over the data's rows in a random order, reading every non-zero once (every row
+must come from memory once per epoch). Timings on a shared machine move with its load; the
+ratios within one run are what to compare. Not part of the test suite.
 
-``--profile`` splits one epoch of softmax A&R (and of OVE) into its kernels, each timed on its
-own, and prints them beside the floor of ``benchmarks/floors.py``: one pass over the epoch's
-rows in a random order (every row must come from memory once per epoch). ``--json FILE``
-writes every number printed.
+The estimator runs one fused kernel per iteration (:func:`~xclib.augment_reduce.kernels.
+ar_iteration`: one pass over each minibatch row). ``--profile`` times one epoch of softmax A&R
+(and of OVE) with that kernel, and splits an epoch of the same computation by the separate
+kernels (subsets, utilities, local step, global step), each timed on its own: what each part
+costs, and what fusing saves. ``--json FILE`` writes every number printed.
 """
 import argparse
 import json
@@ -27,7 +30,9 @@ import scipy.sparse as sp
 from xclib import datasets
 from xclib.augment_reduce import AugmentReduce
 from xclib.augment_reduce import estimator as _est
-from xclib.augment_reduce.kernels import batch_utilities, global_step, subsample_classes
+from xclib.augment_reduce.kernels import (
+    ar_iteration, batch_utilities, global_step, subsample_classes,
+)
 from xclib.book import warm_up
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,19 +56,14 @@ def load(name):
     return datasets.load(name, "train")
 
 
-def profile_epoch(X, y, model, B, S, seed=0):
-    """Seconds of one epoch spent in each kernel (Table 1's settings, warm kernels)."""
-    est = AugmentReduce(model=model, batch_size=B, n_sampled=S, n_epochs=1, random_state=seed,
-                        history_samples=1, **PAPER_PARAMS)
-    warm_up(est, X, y)
-    est.fit(X, y)  # one epoch: sets classes_, and every kernel is compiled for these types
-    yy = est._encode(y)
+def _separate_epoch(est, X, yy, seed, n_iter):
+    """``n_iter`` iterations by the separate kernels, each timed on its own (seconds by part)."""
+    parts = dict.fromkeys(("draws", "subsets", "utilities", "local step", "global step"), 0.0)
     rng = np.random.default_rng(seed)
     st = _est._start_state(est, X, rng)
-    N, K, m = X.shape[0], st.n_classes, st.n_sampled
-    parts = dict.fromkeys(("draws", "subsets", "utilities", "local step", "global step"), 0.0)
+    N, B, K, m = X.shape[0], st.batch, st.n_classes, st.n_sampled
     perm = rng.permutation(N)
-    for it in range(N // B):
+    for it in range(n_iter):
         t0 = time.perf_counter()
         st.t += 1
         batch = perm[it * B:(it + 1) * B]
@@ -85,22 +85,58 @@ def profile_epoch(X, y, model, B, S, seed=0):
     return parts
 
 
-def profile(names, out):
+def _fused_epoch(est, X, yy, seed, n_iter):
+    """``n_iter`` iterations of the estimator's fused kernel (seconds), the same draws."""
+    rng = np.random.default_rng(seed)
+    st = _est._start_state(est, X, rng)
+    N, B = X.shape[0], st.batch
+    perm = rng.permutation(N)
+    e, fused = _est._EMPTY, 0.0
+    log_eta, mu, gamma = (e if a is None else a for a in (st.log_eta, st.mu, st.gamma))
+    for it in range(n_iter):
+        t0 = time.perf_counter()
+        st.t += 1
+        batch = perm[it * B:(it + 1) * B]
+        np.take(yy, batch, out=st.yb)
+        rng.random(out=st.u)
+        u1, u2 = _est._noise_draws(st, rng)
+        ar_iteration(int(st.model), X.indptr, X.indices, X.data, batch, st.yb, st.u, st.S,
+                     st.mark, st.W, st.b, st.psi_y, st.psi_S, st.C, st.elbo, st.rate, log_eta, mu,
+                     gamma, u1, u2, st.visits, st.local_rate0, False, st.G, st.Gb, st.sW,
+                     st.sb, st.stampW, st.stampb, st.markW, st.markb, st.touched,
+                     st.touched_b, st.t, 0.02, True, st.inv_count, N / B, 0.0, 0.0)
+        fused += time.perf_counter() - t0
+    return fused
+
+
+def profile_epoch(X, y, model, B, S, seed=0):
+    """Seconds of one epoch in each separate kernel, and of one epoch of the fused kernel the
+    estimator runs (Table 1's settings, warm kernels, the same draws)."""
+    est = AugmentReduce(model=model, batch_size=B, n_sampled=S, n_epochs=1, random_state=seed,
+                        history_samples=1, **PAPER_PARAMS)
+    warm_up(est, X, y)
+    est.fit(X, y)  # one epoch: sets classes_, and the fused kernel is compiled for these types
+    yy = est._encode(y)
+    _separate_epoch(est, X, yy, seed, 1)  # the estimator no longer calls these: compile them
+    n_iter = X.shape[0] // B
+    return _separate_epoch(est, X, yy, seed, n_iter), _fused_epoch(est, X, yy, seed, n_iter)
+
+
+def profile(names, out, floors_s):
     for name in names:
         if name == "toy":
             continue
         X, y = load(name)
         B, S = SETTINGS[name]
-        rand, seq = floors.row_pass_seconds(X)
-        out[f"{name}_floor_random_pass_s"] = rand
-        out[f"{name}_floor_sequential_pass_s"] = seq
+        rand, seq = floors_s[name]
         print(f"\n{name}: one pass over the rows, random order {rand:.4f} s, "
               f"storage order {seq:.4f} s")
         for model in ("softmax", "ove"):
-            parts = profile_epoch(X, y, model, B, S)
+            parts, fused = profile_epoch(X, y, model, B, S)
             total = sum(parts.values())
-            out[f"{name}_{model}_profile"] = parts
-            print(f"  {model:8s} epoch {total:.4f} s = {total / rand:.1f}x the random pass: "
+            out[f"{name}_{model}_profile"] = dict(parts, fused_epoch=fused)
+            print(f"  {model:8s} fused epoch {fused:.4f} s = {fused / rand:.1f}x the random "
+                  f"pass; separate kernels {total:.4f} s = {total / rand:.1f}x: "
                   + ", ".join(f"{k} {v:.4f}" for k, v in parts.items()))
 
 
@@ -112,10 +148,15 @@ def main():
     ap.add_argument("--json", help="also write the numbers to this JSON file")
     args = ap.parse_args()
     out = {}
-    print(f"{'set':8s} {'method':9s} {'ours s/epoch':>13s} {'paper':>8s} {'paper/ours':>10s}")
+    floors_s = {}
+    print(f"{'set':8s} {'method':9s} {'ours s/epoch':>13s} {'/floor':>7s} {'paper':>8s} "
+          f"{'paper/ours':>10s}")
     for name in args.sets:
         X, y = load(name)
         B, S = SETTINGS[name]
+        floors_s[name] = floors.row_pass_seconds(X) if X.nnz else (np.nan, np.nan)
+        rand = floors_s[name][0]
+        out[f"{name}_floor_random_pass_s"], out[f"{name}_floor_sequential_pass_s"] = floors_s[name]
         sec = {}
         for model in PAPER[name]:
             est = AugmentReduce(model=model, batch_size=B, n_sampled=S, n_epochs=args.epochs,
@@ -124,12 +165,18 @@ def main():
             est.fit(X, y)
             sec[model] = float(np.median(np.diff(est.history_["time"], prepend=0.0)))
             p = PAPER[name][model]
-            print(f"{name:8s} {model:9s} {sec[model]:13.3f} {p:8.3f} {p / sec[model]:10.1f}x")
+            over = f"{sec[model] / rand:6.1f}x" if X.nnz else "    n/a"
+            print(f"{name:8s} {model:9s} {sec[model]:13.3f} {over} {p:8.3f} "
+                  f"{p / sec[model]:10.1f}x")
         out[f"{name}_seconds_per_epoch"] = sec
-        print(f"{name:8s} ratio softmax A&R / OVE in this run: {sec['softmax'] / sec['ove']:.3f} "
+        out[f"{name}_over_floor"] = {k: v / rand for k, v in sec.items()}
+        floor = (f"floor (one random-order pass over the {X.nnz} non-zeros) {rand:.4f} s; "
+                 if X.nnz else "no features, no floor; ")
+        print(f"{name:8s} {floor}ratio softmax A&R / OVE in this run: "
+              f"{sec['softmax'] / sec['ove']:.3f} "
               f"(paper {PAPER[name]['softmax'] / PAPER[name]['ove']:.3f})")
     if args.profile:
-        profile(args.sets, out)
+        profile(args.sets, out, floors_s)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 

@@ -368,6 +368,64 @@ def test_global_step_ridge_is_unbiased():
                                atol=1e-12)
 
 
+def _separate_kernels_fit(est, X, y, n_epochs):
+    """The fit of ``est`` (already fitted once, for its classes) by the separate kernels, one
+    call per step as before the fused iteration: subsets, utilities, local step, global step."""
+    from xclib.augment_reduce import estimator as E
+    yy = est._encode(y)
+    rng = np.random.default_rng(est.random_state)
+    st = E._start_state(est, X, rng)
+    N, B, m, K = st.n_rows, st.batch, st.n_sampled, st.n_classes
+    scale = N / B
+    ridge_y = scale * st.ridge
+    trace = []
+    for _ in range(n_epochs):
+        perm = rng.permutation(N)
+        for it in range(N // B):
+            st.t += 1
+            batch = perm[it * B:(it + 1) * B]
+            yb = yy[batch]
+            ar.subsample_classes(rng.random((B, m)), yb, K, st.S, st.mark)
+            ar.batch_utilities(X.indptr, X.indices, X.data, batch, yb, st.S, st.W, st.b,
+                               st.psi_y, st.psi_S)
+            E._local_step(st, batch, st.t, scale, rng, est.local_clock)
+            rho = est.learning_rate * est.decay ** ((st.t - 1) // est.decay_every)
+            ar.global_step(X.indptr, X.indices, X.data, batch, yb, st.S, st.C, st.W, st.b,
+                           st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb,
+                           st.touched, st.touched_b, st.t, rho, bool(est.fit_intercept),
+                           st.inv_count, ridge_y, ridge_y * (K - 1) / m)
+            trace.append(st.elbo.mean())
+    return st, np.array(trace)
+
+
+@pytest.mark.parametrize("model", ["softmax", "probit", "logistic", "ove"])
+@pytest.mark.parametrize("D, density, alpha, clock", [
+    (12, 0.5, 0.0, "visits"),    # the step sweeps the marks
+    (12, 0.5, 0.02, "global"),
+    (400, 0.01, 0.02, "visits"),  # the step follows the touch list
+])
+def test_fused_iteration_matches_separate_kernels(model, D, density, alpha, clock):
+    """The estimator's fused iteration (one pass over each minibatch row) gives the fit of the
+    separate kernels, up to summation order: weights, biases, local parameters, ELBO trace."""
+    rng = np.random.default_rng(13)
+    N, K = 90, 7
+    X = sp.random(N, D, density=density, random_state=3, format="csr")
+    y = rng.integers(K, size=N)
+    est = AugmentReduce(model=model, alpha=alpha, batch_size=16, n_sampled=3, n_epochs=4,
+                        local_clock=clock, learning_rate=0.3, decay_every=7, random_state=5,
+                        history_samples=5).fit(X, y)
+    st, trace = _separate_kernels_fit(est, X, y, 4)
+    np.testing.assert_allclose(est.coef_, st.W, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(est.intercept_, st.b, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(est.elbo_trace_, trace, rtol=1e-10, atol=1e-13)
+    if model == "softmax":
+        np.testing.assert_allclose(est.log_eta_, st.log_eta, rtol=1e-10)
+    elif model != "ove":
+        np.testing.assert_allclose(est.q_loc_, st.mu, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(est.q_scale_, np.logaddexp(0.0, st.gamma), rtol=1e-10)
+    assert est.coef_.std() > 0.05 and np.any(est.coef_ != 0.0)  # the fit moved the weights
+
+
 # -- the estimator ------------------------------------------------------------------------------
 def _blobs(n=600, K=4, D=5, seed=0):
     rng = np.random.default_rng(seed)

@@ -16,14 +16,12 @@ from ..base import (
 )
 from ..metrics import score_blocks, softmax_loss_and_error
 from .bounds import MODELS, Model, log_likelihood_is
-from .kernels import (
-    batch_utilities, global_step, noise_local_step, ove_coefficients, softmax_local_step,
-    subsample_classes,
-)
+from .kernels import ar_iteration, noise_local_step, ove_coefficients, softmax_local_step
 
 __all__ = ["AugmentReduce"]
 
 _POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
+_EMPTY = np.empty(0)  # the model arrays an iteration does not use
 _FINITE_SCALE = [Interval(Real, 0, np.inf, closed="left")]  # excludes inf and NaN
 
 
@@ -51,6 +49,11 @@ class _ARState:
     markb: np.ndarray = None
     touched: np.ndarray = None
     touched_b: np.ndarray = None
+    yb: np.ndarray = None         # (|B|,) labels of the minibatch
+    u: np.ndarray = None          # (|B|, |S|) uniforms of the class subsets
+    rate: np.ndarray = None       # (|B|,) local step sizes of the minibatch's rows
+    u1: np.ndarray = None         # (|B|,) probit: the local and global draws of q^(rep)
+    u2: np.ndarray = None
     mark: np.ndarray = None       # (K,) scratch of subsample_classes
     S: np.ndarray = None          # (|B|, |S|) class subsets of the current minibatch
     psi_y: np.ndarray = None
@@ -81,6 +84,8 @@ class _ARState:
         self.psi_y, self.psi_S = np.empty(B), np.empty((B, m))
         self.C, self.elbo = np.empty((B, m)), np.empty(B)
         self.visits = np.zeros(self.n_rows, np.int64)
+        self.yb, self.u, self.rate = np.empty(B, np.int64), np.empty((B, m)), np.empty(B)
+        self.u1, self.u2 = np.empty(B), np.empty(B)
 
 
 class _Likelihood:
@@ -260,29 +265,7 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
             self._one_epoch(st, X, y, rng)
 
     def _one_epoch(self, st, X, y, rng):
-        N, B, m, K = st.n_rows, st.batch, st.n_sampled, st.n_classes
-        perm = rng.permutation(N)
-        scale = N / B
-        ridge_y = scale * st.ridge
-        ridge_S = ridge_y * (K - 1) / m
-        for it in range(max(1, N // B)):
-            t0 = time.perf_counter()
-            st.t += 1
-            t = st.t
-            batch = perm[it * B:(it + 1) * B]
-            yb = y[batch]
-            subsample_classes(rng.random((B, m)), yb, K, st.S, st.mark)
-            batch_utilities(X.indptr, X.indices, X.data, batch, yb, st.S, st.W, st.b,
-                            st.psi_y, st.psi_S)
-            _local_step(st, batch, t, scale, rng, self.local_clock)
-            rho = self.learning_rate * self.decay ** ((t - 1) // self.decay_every)
-            global_step(X.indptr, X.indices, X.data, batch, yb, st.S, st.C, st.W, st.b,
-                        st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb,
-                        st.touched, st.touched_b, t, rho, bool(self.fit_intercept), st.inv_count,
-                        ridge_y, ridge_S)
-            st.clock += time.perf_counter() - t0
-            st.elbo_trace.append(float(st.elbo.mean()))
-            st.time_trace.append(st.clock)
+        _one_epoch(self, st, X, y, rng)
 
     def _coef(self, st):
         return st.W, (st.b if self.fit_intercept else None)
@@ -335,6 +318,48 @@ def _start_state(est, X, rng):
         st.mu = np.zeros(N)
         st.gamma = np.full(N, math.log(math.e - 1.0))  # scale 1
     return st
+
+
+def _one_epoch(est, st, X, y, rng):
+    """One epoch: ⌊N/|B|⌋ iterations over a fresh permutation, one fused kernel call each
+    (:func:`~.kernels.ar_iteration`); the draws are taken in the order of the separate steps
+    (subset uniforms, then the noise draws), into buffers allocated once per fit."""
+    N, B, m, K = st.n_rows, st.batch, st.n_sampled, st.n_classes
+    perm = rng.permutation(N)
+    scale = N / B
+    ridge_y = scale * st.ridge
+    ridge_S = ridge_y * (K - 1) / m
+    code, glob = int(st.model), est.local_clock == "global"
+    fit_b = bool(est.fit_intercept)
+    log_eta, mu, gamma = (_EMPTY if a is None else a for a in (st.log_eta, st.mu, st.gamma))
+    for it in range(max(1, N // B)):
+        t0 = time.perf_counter()
+        st.t += 1
+        t = st.t
+        batch = perm[it * B:(it + 1) * B]
+        np.take(y, batch, out=st.yb)
+        rng.random(out=st.u)
+        u1, u2 = _noise_draws(st, rng)
+        rho = est.learning_rate * est.decay ** ((t - 1) // est.decay_every)
+        ar_iteration(code, X.indptr, X.indices, X.data, batch, st.yb, st.u, st.S, st.mark,
+                     st.W, st.b, st.psi_y, st.psi_S, st.C, st.elbo, st.rate, log_eta, mu, gamma,
+                     u1, u2, st.visits, st.local_rate0, glob, st.G, st.Gb, st.sW, st.sb,
+                     st.stampW, st.stampb, st.markW, st.markb, st.touched, st.touched_b, t,
+                     rho, fit_b, st.inv_count, scale, ridge_y, ridge_S)
+        st.clock += time.perf_counter() - t0
+        st.elbo_trace.append(float(st.elbo.mean()))
+        st.time_trace.append(st.clock)
+
+
+def _noise_draws(st, rng):
+    """The probit and logistic draws ``u ~ q^(rep)`` of an iteration (local, then global), in
+    the order :func:`_local_step` draws them; empty arrays for softmax and OVE."""
+    if st.model == Model.PROBIT:
+        return rng.standard_normal(out=st.u1), rng.standard_normal(out=st.u2)
+    if st.model == Model.LOGISTIC:
+        B = st.batch
+        return rng.logistic(size=B), rng.logistic(size=B)
+    return _EMPTY, _EMPTY
 
 
 def _local_step(st, batch, t, scale, rng, local_clock):

@@ -4,7 +4,10 @@ Kernels that each do one thing: class subsets ``S_n`` (:func:`subsample_classes`
 ψ on ``B × (S + 1)`` entries (:func:`batch_utilities`), the local step
 (:func:`softmax_local_step` = Algorithm 1, :func:`noise_local_step` = Algorithm 2 with eq. 9,
 :func:`ove_coefficients` for the baseline), and the global step with the adaptive step size of
-Section 4 and the ridge (:func:`global_step`), which all four methods share. Every kernel costs
+Section 4 and the ridge (:func:`global_step`), which all four methods share. The estimator runs
+them fused, one call per iteration (:func:`ar_iteration`): block by block of rows, the same
+kernels on the block's views and then its share of the gradient, so that each row of X is
+fetched from memory once per epoch, not once per kernel. Every kernel costs
 O(|B| · |S| · nnz(x)) per iteration; none touches all K classes.
 """
 from __future__ import annotations
@@ -15,7 +18,8 @@ import numpy as np
 from numba import njit
 
 from .._numba import other_class, sigmoid, softplus
-from .bounds import dlog_phi, dlog_Phi, entropy, log_phi, log_Phi, softmax_elbo
+from ._prefetch import prefetch
+from .bounds import Model, dlog_phi, dlog_Phi, entropy, log_phi, log_Phi, softmax_elbo
 
 __all__ = [
     "subsample_classes",
@@ -24,6 +28,7 @@ __all__ = [
     "noise_local_step",
     "ove_coefficients",
     "global_step",
+    "ar_iteration",
 ]
 
 _DECAY = 0.9 ** np.arange(2048)  # 0.9^Δt of the lazily decayed RMS state (a numba constant)
@@ -64,23 +69,34 @@ def subsample_classes(u, y, n_classes, out, mark):
 def batch_utilities(indptr, indices, data, batch, y, S, W, b, psi_y, psi_S):
     """``ψ_nk = w_kᵀx_n + w_k⁽⁰⁾`` for ``k = y_n`` and ``k ∈ S_n``: O(B · (|S|+1) · nnz).
 
-    (The sparse dot product of :func:`xclib._numba.sparse_row_dot`, written inline: slicing a
-    row view per class costs more than the dot itself when rows are short.)
+    (A sparse dot product on the row's index range, not on a row view: slicing a view per
+    class costs more than the dot itself when rows are short.)
     """
     for i in range(batch.shape[0]):
         n = batch[i]
         lo, hi = indptr[n], indptr[n + 1]
-        k = y[i]
-        acc = b[k]
-        for p in range(lo, hi):
-            acc += data[p] * W[k, indices[p]]
-        psi_y[i] = acc
+        psi_y[i] = b[y[i]] + _row_dot(indices, data, lo, hi, W, y[i])
         for j in range(S.shape[1]):
             k = S[i, j]
-            acc = b[k]
-            for p in range(lo, hi):
-                acc += data[p] * W[k, indices[p]]
-            psi_S[i, j] = acc
+            psi_S[i, j] = b[k] + _row_dot(indices, data, lo, hi, W, k)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_dot(indices, data, lo, hi, W, k):
+    """``w_kᵀ x`` over the non-zeros ``lo:hi`` of x: four partial sums, so that the gathers
+    of W are not one chain of dependent additions."""
+    s0 = s1 = s2 = s3 = 0.0
+    p = lo
+    while p + 3 < hi:
+        s0 += data[p] * W[k, indices[p]]
+        s1 += data[p + 1] * W[k, indices[p + 1]]
+        s2 += data[p + 2] * W[k, indices[p + 2]]
+        s3 += data[p + 3] * W[k, indices[p + 3]]
+        p += 4
+    while p < hi:
+        s0 += data[p] * W[k, indices[p]]
+        p += 1
+    return (s0 + s1) + (s2 + s3)
 
 
 @njit(cache=True, nogil=True)
@@ -96,7 +112,6 @@ def softmax_local_step(psi_y, psi_S, log_eta, batch, local_rate, n_classes, scal
     """
     m = psi_S.shape[1]
     log_ratio = math.log((n_classes - 1) / m)
-    d = np.empty(m)
     for i in range(psi_y.shape[0]):
         a_i = local_rate[i]
         log1ma = math.log1p(-a_i) if a_i < 1.0 else -np.inf
@@ -105,9 +120,9 @@ def softmax_local_step(psi_y, psi_S, log_eta, batch, local_rate, n_classes, scal
         for j in range(m):
             dmax = max(dmax, psi_S[i, j] - psi_y[i])
         tot = 0.0
-        for j in range(m):  # one exp per sampled class, reused by the global step
-            d[j] = math.exp(psi_S[i, j] - psi_y[i] - dmax)
-            tot += d[j]
+        for j in range(m):  # one exp per sampled class, kept in C for the gradient
+            C[i, j] = math.exp(psi_S[i, j] - psi_y[i] - dmax)
+            tot += C[i, j]
         a = log_ratio + dmax + math.log(tot)
         log_eta_tilde = max(0.0, a) + math.log1p(math.exp(-abs(a)))  # log(1 + e^a)
         n = batch[i]
@@ -119,7 +134,7 @@ def softmax_local_step(psi_y, psi_S, log_eta, batch, local_rate, n_classes, scal
         elbo[i] = softmax_elbo(log_eta_tilde, le)
         f = scale * math.exp(log_ratio + dmax - le)
         for j in range(m):
-            C[i, j] = f * d[j]
+            C[i, j] *= f
 
 
 @njit(cache=True, nogil=True)
@@ -227,28 +242,62 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
     the last touch, ``touched`` and ``touched_b`` scratch of size ≥ B·(|S|+1)·max nnz and
     B·(|S|+1). Untouched coordinates have g = 0, so their RMS state only decays; it is
     decayed lazily (``0.9^Δt`` at the next touch), exactly the dense recursion. When the
-    iteration touches more than a quarter of the K·D weights (MNIST, Bibtex), the step sweeps
-    the marks in memory order instead of the touch list: the same updates, fewer cache misses.
+    iteration's (row, class, feature) triples number more than a quarter of the K·D weights
+    (MNIST, Bibtex: :func:`_sweeps`), the coordinates are only marked (no touch list, no
+    branch) and the step sweeps the marks in memory order: the same updates, fewer cache
+    misses and mispredicted branches, at O(K·D) < 4 · triples.
     """
-    K, D = W.shape
     nt = 0
     nb = 0
+    sweep = _sweeps(indptr, batch, S.shape[1], W.shape[0] * W.shape[1])
+    for i in range(batch.shape[0]):
+        nt, nb = _accumulate_row(indptr, indices, data, batch[i], i, y[i], S, C, W, G, Gb,
+                                 markW, markb, touched, touched_b, nt, nb, fit_intercept,
+                                 inv_count, ridge_y, ridge_S, sweep)
+    _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
+               t, rho, sweep)
+
+
+@njit(cache=True, nogil=True)
+def _sweeps(indptr, batch, m, KD):
+    """Whether the step sweeps all K·D marks: the minibatch's (row, class, feature) triples
+    number more than K·D / 4 (so the sweep costs less than 4 × accumulating them)."""
+    total = 0
+    for i in range(batch.shape[0]):
+        total += (m + 1) * (indptr[batch[i] + 1] - indptr[batch[i]])
+    return 4 * total > KD
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _accumulate_row(indptr, indices, data, n, i, ky, S, C, W, G, Gb, markW, markb, touched,
+                    touched_b, nt, nb, fit_intercept, inv_count, ridge_y, ridge_S, sweep):
+    """Add row ``n``'s (slot ``i``) data and ridge gradient to ``G``/``Gb`` and mark the
+    coordinates: with ``sweep`` an unconditional store; otherwise those first touched are
+    appended to ``touched`` (``nt`` counts them). Biases always go to ``touched_b``. Returns
+    the new ``nt``, ``nb``."""
+    D = W.shape[1]
     m = S.shape[1]
     penalise = ridge_y > 0.0
-    for i in range(batch.shape[0]):
-        n = batch[i]
-        lo, hi = indptr[n], indptr[n + 1]
-        cy = 0.0
-        for j in range(m + 1):
-            if j < m:
-                k = S[i, j]
-                c = -C[i, j]
-                cy += C[i, j]
-                r = ridge_S
-            else:
-                k = y[i]
-                c = cy
-                r = ridge_y
+    lo, hi = indptr[n], indptr[n + 1]
+    cy = 0.0
+    for j in range(m + 1):
+        if j < m:
+            k = S[i, j]
+            c = -C[i, j]
+            cy += C[i, j]
+            r = ridge_S
+        else:
+            k = ky
+            c = cy
+            r = ridge_y
+        if sweep:
+            for p in range(lo, hi):
+                col = indices[p]
+                markW[k, col] = 1
+                G[k, col] += c * data[p]
+                if penalise:
+                    G[k, col] -= r * inv_count[col] * W[k, col]
+        else:
             for p in range(lo, hi):  # sparse_row_axpy(c, x_n, G[k]) with lazy touches
                 col = indices[p]
                 if markW[k, col] == 0:  # first touch in this iteration
@@ -258,14 +307,23 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
                 G[k, col] += c * data[p]
                 if penalise:
                     G[k, col] -= r * inv_count[col] * W[k, col]
-            if fit_intercept:
-                if markb[k] == 0:
-                    markb[k] = 1
-                    touched_b[nb] = k
-                    nb += 1
-                Gb[k] += c
+        if fit_intercept:
+            if markb[k] == 0:
+                markb[k] = 1
+                touched_b[nb] = k
+                nb += 1
+            Gb[k] += c
+    return nt, nb
+
+
+@njit(cache=True, nogil=True)
+def _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
+               t, rho, sweep):
+    """Step every coordinate marked by :func:`_accumulate_row` (``nt`` weights, ``nb`` biases)
+    with its accumulated gradient; leaves ``G``, ``Gb`` and the marks zero."""
+    K, D = W.shape
     step = rho * t ** (-0.5 + 1e-16)
-    if 4 * nt > K * D:
+    if sweep:
         for k in range(K):
             for col in range(D):
                 if markW[k, col] != 0:
@@ -280,3 +338,82 @@ def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stam
         Gb[k] = 0.0
         markb[k] = 0
         b[k] += step * g / (1.0 + _rms_step(sb, stampb, k, 0, g, t))
+
+
+_OVE, _SOFTMAX = int(Model.OVE), int(Model.SOFTMAX)  # numba-frozen constants
+_CHUNK = 16  # rows whose utilities are computed before their gradient is accumulated
+
+
+@njit(cache=True, nogil=True)
+def _prefetch_row(indptr, indices, data, n):
+    """Ask for the cache lines of row ``n`` of X (8 values or 16 indices a 64-byte line)."""
+    lo, hi = indptr[n], indptr[n + 1]
+    for p in range(lo, hi, 8):
+        prefetch(data, p)
+    for p in range(lo, hi, 16):
+        prefetch(indices, p)
+
+
+@njit(cache=True, nogil=True)
+def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y, psi_S, C,
+                 elbo, rate, log_eta, mu, gamma, u_local, u_global, visits, rate0,
+                 global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb, touched,
+                 touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y, ridge_S):
+    """One whole iteration of A&R (``model`` a :class:`Model` code; OVE too) in one call and
+    one pass over the minibatch's rows of X, instead of one pass per kernel.
+
+    In blocks of ``_CHUNK`` rows: the block's subsets ``S_n`` (:func:`subsample_classes`),
+    utilities (:func:`batch_utilities`) and local step (:func:`softmax_local_step`,
+    :func:`noise_local_step` or :func:`ove_coefficients`), each kernel called on the block's
+    views; then the block's gradient is accumulated as in :func:`global_step`, while its rows
+    of X are still in cache (16 MNIST rows fit in L1), and the next block's rows are
+    prefetched meanwhile. After the last block, the step of :func:`global_step`, once per
+    touched coordinate. The gradient is taken at the W before the step, as by the separate
+    kernels: the result is theirs, the same arithmetic in the same order. (Blocks rather than
+    rows: a kernel call per row costs more in views than a featureless row's work.)
+
+    The local step size is ``α = min(1, rate0 (1 + c)^−0.9)`` with ``c = t``
+    (``global_clock``) or the row's visits (``visits[n]``, incremented here; OVE has none),
+    written to ``rate`` (|B|,). Other arguments are those of the separate kernels (``y`` and
+    ``u`` the minibatch's labels and subset uniforms); model arrays it does not use may be
+    empty. Nothing is allocated.
+
+    Cost O(|B| · (|S|+1) · nnz(x)) per iteration, never O(K·D) on its own: the step sweeps
+    the K·D marks only when the minibatch has more than K·D/4 (row, class, feature) triples.
+    """
+    m = S.shape[1]
+    K = W.shape[0]
+    B = batch.shape[0]
+    nt = 0
+    nb = 0
+    sweep = _sweeps(indptr, batch, m, W.size)
+    for i in range(min(B, _CHUNK)):
+        _prefetch_row(indptr, indices, data, batch[i])
+    for i0 in range(0, B, _CHUNK):
+        i1 = min(B, i0 + _CHUNK)
+        for i in range(i1, min(B, i1 + _CHUNK)):  # the next block, fetched meanwhile
+            _prefetch_row(indptr, indices, data, batch[i])
+        r = slice(i0, i1)
+        subsample_classes(u[r], y[r], K, S[r], mark)
+        batch_utilities(indptr, indices, data, batch[r], y[r], S[r], W, b, psi_y[r], psi_S[r])
+        if model == _OVE:
+            ove_coefficients(psi_y[r], psi_S[r], K, scale, C[r], elbo[r])
+        else:
+            for i in range(i0, i1):
+                c = t
+                if not global_clock:
+                    visits[batch[i]] += 1
+                    c = visits[batch[i]]
+                rate[i] = min(1.0, rate0 * (1.0 + c) ** -0.9)
+            if model == _SOFTMAX:
+                softmax_local_step(psi_y[r], psi_S[r], log_eta, batch[r], rate[r], K, scale,
+                                   C[r], elbo[r])
+            else:
+                noise_local_step(model, psi_y[r], psi_S[r], mu, gamma, batch[r], u_local[r],
+                                 u_global[r], rate[r], K, scale, C[r], elbo[r])
+        for i in range(i0, i1):
+            nt, nb = _accumulate_row(indptr, indices, data, batch[i], i, y[i], S, C, W, G, Gb,
+                                     markW, markb, touched, touched_b, nt, nb, fit_intercept,
+                                     inv_count, ridge_y, ridge_S, sweep)
+    _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
+               t, rho, sweep)
