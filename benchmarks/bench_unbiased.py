@@ -180,7 +180,9 @@ def main():
                                     0.0, np.ones(1000), 1e-10, newton)
             best = min(best, time.perf_counter() - t)
         t_nb[name] = best
-        print(f"   max |W_numpy(bisect) - W_xclib({name})| = {np.max(np.abs(W_np['bisect'] - W2)):.2e}")
+        diff = float(np.max(np.abs(W_np["bisect"] - W2)))
+        out[f"max_abs_diff_numpy_vs_{name}"] = diff
+        print(f"   max |W_numpy(bisect) - W_xclib({name})| = {diff:.2e}")
     print(f"   numpy+bisect {m / t_np['bisect']:,.0f}, numpy+brentq {m / t_np['brentq']:,.0f}, "
           f"xclib {m / t_nb['newton']:,.0f} (bisection {m / t_nb['bisection']:,.0f}) steps/s")
     print(f"   xclib / numpy+brentq = {t_np['brentq'] / t_nb['newton']:,.0f}x   (goal ≥ 100);  "
