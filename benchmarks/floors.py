@@ -122,8 +122,8 @@ def chase_ns(K, D=64, steps=2_000_000, seed=0):
     return best(_chase, W, nxt, steps) / steps * 1e9
 
 
-def measure(mnist=None):
-    out = {"stream_GBps": stream_gbps()}
+def measure(mnist=None, quick=False):
+    out = {"stream_GBps": stream_gbps(200_000_000 if quick else 800_000_000)}
     if mnist is not None:
         rand, seq = row_pass_seconds(mnist)
         out.update(mnist_nnz=int(mnist.nnz), mnist_random_pass_s=rand,
@@ -131,7 +131,7 @@ def measure(mnist=None):
                    mnist_stream_floor_s=(mnist.data.nbytes + mnist.indices.nbytes)
                    / (out["stream_GBps"] * 1e9))
     for K in (100, 100_000):
-        out[f"chase_ns_K{K}"] = chase_ns(K)
+        out[f"chase_ns_K{K}"] = chase_ns(K, steps=500_000 if quick else 2_000_000)
     return out
 
 
@@ -147,8 +147,9 @@ def load_mnist():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the floors to this JSON file")
+    ap.add_argument("--quick", action="store_true", help="a smaller stream, a shorter chase")
     args = ap.parse_args()
-    out = measure(load_mnist())
+    out = measure(load_mnist(), quick=args.quick)
     print(f"streaming read: {out['stream_GBps']:.1f} GB/s")
     if "mnist_random_pass_s" in out:
         print(f"MNIST rows ({out['mnist_nnz'] / 1e6:.1f} M nnz), random order: "
