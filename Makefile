@@ -24,10 +24,16 @@ test: venv assets chromium lab-env
 venv: $(STAMP)
 
 # (re)install when requirements.txt or pyproject.toml change
+# uv (pinned in requirements.txt) installs the pinned wheels in seconds where pip takes minutes;
+# pip builds the two packages PyPI ships only as sources (hnswlib, liblinear-official), because
+# its wheel cache keeps the build between venvs and uv's does not survive the index's headers.
+UV := $(VPY) -m uv pip install --python $(VPY) --quiet
+
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet -r requirements.txt
-	$(VPY) -m pip install --quiet --no-deps -e .
+	$(VPY) -m pip install --quiet -c requirements.txt uv hnswlib liblinear-official
+	$(UV) -r requirements.txt
+	$(UV) --no-deps -e .
 	cp requirements.txt $(STAMP)
 
 assets: node_modules/.installed
@@ -53,7 +59,7 @@ lab: lab-env
 lab-env: venv $(LAB_STAMP)
 
 $(LAB_STAMP): requirements-lab.txt $(STAMP)
-	$(VPY) -m pip install --quiet -r requirements-lab.txt
+	$(UV) -r requirements-lab.txt
 	cp requirements-lab.txt $@
 
 # fresh working copies (all, or NB=01_unbiased_softmax); the old ones go to lab/.previous/
