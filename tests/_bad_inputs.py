@@ -1,7 +1,8 @@
 """The bad-input matrix of one estimator or oracle, run in a child process.
 
-``python tests/_bad_inputs.py estimator NAME`` (or ``oracle NAME``) tries every case on the
-named ``xclib`` class and prints one JSON line per case::
+``python tests/_bad_inputs.py estimator NAME`` (or ``oracle NAME``; several such pairs run one
+after the other) tries every case on the named ``xclib`` class and prints one JSON line per
+case, after a line ``{"start": NAME}``::
 
     {"case": ..., "outcome": ..., "detail": ...}
 
@@ -9,8 +10,9 @@ Outcomes: ``error`` (a ValueError/TypeError naming the problem), ``warning`` (th
 with a warning that says what went wrong), ``ok`` (a sound result), and the failures
 ``unclear`` (an error that does not name the parameter or problem), ``exception`` (any other
 exception), ``garbage`` (a silent non-finite or invalid result) and ``degenerate`` (a silent fit
-that learned nothing where the same budget with the defaults learns). A segfault kills only this
-process; ``tests/test_bad_inputs.py`` reports it as a crash.
+that learned nothing where the same budget with the defaults learns). A segfault kills this
+process; ``tests/test_bad_inputs.py`` reports it as a crash of the class last started and
+runs the classes after it in a new process.
 """
 from __future__ import annotations
 
@@ -196,5 +198,6 @@ def run_oracle(name):
 
 
 if __name__ == "__main__":
-    kind, name = sys.argv[1], sys.argv[2]
-    (run_estimator if kind == "estimator" else run_oracle)(name)
+    for kind, name in zip(sys.argv[1::2], sys.argv[2::2]):
+        print(json.dumps({"start": name}), flush=True)
+        (run_estimator if kind == "estimator" else run_oracle)(name)
