@@ -321,10 +321,19 @@ except KeyboardInterrupt as exc:
 """
 
 
+def _default_stop_signals():
+    """In the child: the stop signals at their defaults, whatever this process inherited (a
+    run under ``nohup`` ignores SIGHUP, a background job of a script SIGINT, and
+    ``install_signal_handlers`` rightly leaves an ignored signal ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_stop_signals_end_every_child(signum):
     proc = subprocess.Popen([sys.executable, "-c", STOPPABLE, str(ROOT / "tools")],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_stop_signals)
     family = {}
     try:
         sleeper = int(proc.stdout.readline())  # the grandchild, in a session of its own
