@@ -13,7 +13,8 @@ must come from memory once per epoch). Timings on a shared machine move with its
 ratios within one run are what to compare. Not part of the test suite.
 
 The estimator runs one fused kernel per iteration (:func:`~xclib.augment_reduce.kernels.
-ar_iteration`: one pass over each minibatch row). ``--profile`` times one epoch of softmax A&R
+ar_iteration`: one pass over each minibatch row when W fits in cache, as on MNIST; class by
+class when it does not, as on Bibtex, so that each class's rows of W and G stay in cache). ``--profile`` times one epoch of softmax A&R
 (and of OVE) with that kernel, and splits an epoch of the same computation by the separate
 kernels (subsets, utilities, local step, global step), each timed on its own: what each part
 costs, and what fusing saves. ``--json FILE`` writes every number printed.

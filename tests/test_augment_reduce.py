@@ -451,6 +451,63 @@ def test_fused_iteration_matches_separate_kernels(model, D, density, alpha, cloc
     assert est.coef_.std() > 0.05 and np.any(est.coef_ != 0.0)  # the fit moved the weights
 
 
+def _schedule_fit(kernel, est, X, y, n_epochs):
+    """``est``'s fit (already fitted once, for its classes) with ``kernel`` for each
+    iteration: the estimator's epoch loop, the kernel chosen by the test."""
+    from xclib.augment_reduce import estimator as E
+    from xclib.augment_reduce.bounds import Model
+    yy = est._encode(y)
+    rng = np.random.default_rng(est.random_state)
+    st = E._start_state(est, X, rng)
+    N, B, m, K = st.n_rows, st.batch, st.n_sampled, st.n_classes
+    scale = N / B
+    ridge_y = scale * st.ridge
+    empty = np.empty(0)
+    log_eta, mu, gamma = (empty if a is None else a for a in (st.log_eta, st.mu, st.gamma))
+    for _ in range(n_epochs):
+        perm = rng.permutation(N)
+        for it in range(N // B):
+            st.t += 1
+            batch = perm[it * B:(it + 1) * B]
+            np.take(yy, batch, out=st.yb)
+            rng.random(out=st.u)
+            u1, u2 = E._noise_draws(st, rng)
+            rho = est.learning_rate * est.decay ** ((st.t - 1) // est.decay_every)
+            kernel(int(st.model), X.indptr, X.indices, X.data, batch, st.yb, st.u, st.S,
+                   st.mark, st.W, st.b, st.psi_y, st.psi_S, st.C, st.elbo, st.rate, log_eta,
+                   mu, gamma, u1, u2, st.visits, st.local_rate0, est.local_clock == "global",
+                   st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb,
+                   st.touched, st.touched_b, st.t, rho, bool(est.fit_intercept),
+                   st.inv_count, scale, ridge_y, ridge_y * (K - 1) / m)
+    assert st.model == Model[est.model.upper()]
+    return st
+
+
+@pytest.mark.parametrize("model", ["softmax", "probit", "logistic", "ove"])
+@pytest.mark.parametrize("D, density, alpha", [(12, 0.5, 0.0), (400, 0.01, 0.02)])
+def test_class_by_class_iteration_is_the_row_by_row_one_bit_for_bit(model, D, density,
+                                                                      alpha):
+    """The two schedules of :func:`ar_iteration` (row by row for weights in cache, class by
+    class for larger ones) give the same numbers exactly, through the sweep of the marks
+    (D = 12) and the touch list (D = 400)."""
+    from xclib.augment_reduce import kernels as KN
+    rng = np.random.default_rng(13)
+    N, K = 90, 7
+    X = sp.random(N, D, density=density, random_state=3, format="csr")
+    y = rng.integers(K, size=N)
+    est = AugmentReduce(model=model, alpha=alpha, batch_size=16, n_sampled=3, n_epochs=1,
+                        learning_rate=0.3, decay_every=7, random_state=5,
+                        history_samples=5).fit(X, y)
+    rows = _schedule_fit(KN._iteration_by_rows, est, X, y, 3)
+    by_class = _schedule_fit(KN._iteration_by_class, est, X, y, 3)
+    for name in ("W", "b", "psi_y", "psi_S", "C", "elbo", "sW", "stampW", "visits",
+                 "log_eta", "mu", "gamma"):
+        a, b = getattr(rows, name), getattr(by_class, name)
+        if a is not None:
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    assert np.abs(rows.W).max() > 0.05
+
+
 # -- the estimator ------------------------------------------------------------------------------
 def _blobs(n=600, K=4, D=5, seed=0):
     rng = np.random.default_rng(seed)

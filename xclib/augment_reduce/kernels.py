@@ -275,7 +275,6 @@ def _accumulate_row(indptr, indices, data, n, i, ky, S, C, W, G, Gb, markW, mark
     coordinates: with ``sweep`` an unconditional store; otherwise those first touched are
     appended to ``touched`` (``nt`` counts them). Biases always go to ``touched_b``. Returns
     the new ``nt``, ``nb``."""
-    D = W.shape[1]
     m = S.shape[1]
     penalise = ridge_y > 0.0
     lo, hi = indptr[n], indptr[n + 1]
@@ -290,29 +289,41 @@ def _accumulate_row(indptr, indices, data, n, i, ky, S, C, W, G, Gb, markW, mark
             k = ky
             c = cy
             r = ridge_y
-        if sweep:
-            for p in range(lo, hi):
-                col = indices[p]
+        nt, nb = _add_pair(indices, data, lo, hi, k, c, r, W, G, Gb, markW, markb, touched,
+                           touched_b, nt, nb, fit_intercept, inv_count, penalise, sweep)
+    return nt, nb
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_pair(indices, data, lo, hi, k, c, r, W, G, Gb, markW, markb, touched, touched_b, nt,
+              nb, fit_intercept, inv_count, penalise, sweep):
+    """One (row, class) pair's gradient: ``G[k] += c·x − r·(W[k]/n_d)`` over the row's
+    non-zeros ``lo:hi`` (the ridge if ``penalise``), ``Gb[k] += c``, the coordinates marked
+    (see :func:`_accumulate_row`). Returns the new ``nt``, ``nb``."""
+    D = W.shape[1]
+    if sweep:
+        for p in range(lo, hi):
+            col = indices[p]
+            markW[k, col] = 1
+            G[k, col] += c * data[p]
+            if penalise:
+                G[k, col] -= r * inv_count[col] * W[k, col]
+    else:
+        for p in range(lo, hi):  # sparse_row_axpy(c, x_n, G[k]) with lazy touches
+            col = indices[p]
+            if markW[k, col] == 0:  # first touch in this iteration
                 markW[k, col] = 1
-                G[k, col] += c * data[p]
-                if penalise:
-                    G[k, col] -= r * inv_count[col] * W[k, col]
-        else:
-            for p in range(lo, hi):  # sparse_row_axpy(c, x_n, G[k]) with lazy touches
-                col = indices[p]
-                if markW[k, col] == 0:  # first touch in this iteration
-                    markW[k, col] = 1
-                    touched[nt] = k * D + col
-                    nt += 1
-                G[k, col] += c * data[p]
-                if penalise:
-                    G[k, col] -= r * inv_count[col] * W[k, col]
-        if fit_intercept:
-            if markb[k] == 0:
-                markb[k] = 1
-                touched_b[nb] = k
-                nb += 1
-            Gb[k] += c
+                touched[nt] = k * D + col
+                nt += 1
+            G[k, col] += c * data[p]
+            if penalise:
+                G[k, col] -= r * inv_count[col] * W[k, col]
+    if fit_intercept:
+        if markb[k] == 0:
+            markb[k] = 1
+            touched_b[nb] = k
+            nb += 1
+        Gb[k] += c
     return nt, nb
 
 
@@ -355,12 +366,13 @@ def _prefetch_row(indptr, indices, data, n):
 
 
 @njit(cache=True, nogil=True)
-def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y, psi_S, C,
-                 elbo, rate, log_eta, mu, gamma, u_local, u_global, visits, rate0,
-                 global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb, touched,
-                 touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y, ridge_S):
-    """One whole iteration of A&R (``model`` a :class:`Model` code; OVE too) in one call and
-    one pass over the minibatch's rows of X, instead of one pass per kernel.
+def _iteration_by_rows(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
+                       psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global, visits,
+                       rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb,
+                       touched, touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y,
+                       ridge_S):
+    """:func:`ar_iteration` row by row: one pass over the minibatch's rows of X, instead of
+    one pass per kernel (for weights that stay in cache: MNIST's, the toy's).
 
     In blocks of ``_CHUNK`` rows: the block's subsets ``S_n`` (:func:`subsample_classes`),
     utilities (:func:`batch_utilities`) and local step (:func:`softmax_local_step`,
@@ -370,16 +382,8 @@ def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y
     prefetched meanwhile. After the last block, the step of :func:`global_step`, once per
     touched coordinate. The gradient is taken at the W before the step, as by the separate
     kernels: the result is theirs, the same arithmetic in the same order. (Blocks rather than
-    rows: a kernel call per row costs more in views than a featureless row's work.)
-
-    The local step size is ``α = min(1, rate0 (1 + c)^−0.9)`` with ``c = t``
-    (``global_clock``) or the row's visits (``visits[n]``, incremented here; OVE has none),
-    written to ``rate`` (|B|,). Other arguments are those of the separate kernels (``y`` and
-    ``u`` the minibatch's labels and subset uniforms); model arrays it does not use may be
-    empty. Nothing is allocated.
-
-    Cost O(|B| · (|S|+1) · nnz(x)) per iteration, never O(K·D) on its own: the step sweeps
-    the K·D marks only when the minibatch has more than K·D/4 (row, class, feature) triples.
+    rows: a kernel call per row costs more in views than a featureless row's work.) Nothing
+    is allocated.
     """
     m = S.shape[1]
     K = W.shape[0]
@@ -417,3 +421,138 @@ def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y
                                      inv_count, ridge_y, ridge_S, sweep)
     _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
                t, rho, sweep)
+
+
+@njit(cache=True, nogil=True)
+def _pairs_by_class(batch_y, S, K, start, pairs):
+    """The minibatch's (row, class) pairs grouped by class, rows in order within a class:
+    ``pairs[start[k]:start[k+1]]`` holds ``i·(|S|+1) + j`` for the pairs of class k (slot
+    ``j < |S|``: ``S[i, j] = k``; ``j = |S|``: the label). A counting sort, O(K + |B|(|S|+1));
+    only called when K is at most a few times the number of pairs."""
+    B, m = S.shape
+    start[:] = 0
+    for i in range(B):
+        start[batch_y[i] + 1] += 1
+        for j in range(m):
+            start[S[i, j] + 1] += 1
+    for k in range(K):
+        start[k + 1] += start[k]
+    fill = start[:K].copy()
+    for i in range(B):   # rows in order: each class's pairs come out row-ascending
+        for j in range(m + 1):
+            k = S[i, j] if j < m else batch_y[i]
+            pairs[fill[k]] = i * (m + 1) + j
+            fill[k] += 1
+
+
+@njit(cache=True, nogil=True)
+def _iteration_by_class(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
+                        psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global, visits,
+                        rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb,
+                        touched, touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y,
+                        ridge_S):
+    """:func:`ar_iteration` class by class, for weights larger than the cache (Bibtex's):
+    the utilities and the gradient of one class are computed over all its pairs of the
+    minibatch while its rows of W and G stay in cache; the rows of X (the minibatch's, a
+    few hundred kB) are read once per pair. Each coordinate of G receives the same terms in
+    the same order (rows ascending) as row by row: the results are the same bit for bit."""
+    m = S.shape[1]
+    K = W.shape[0]
+    B = batch.shape[0]
+    subsample_classes(u, y, K, S, mark)
+    start = np.empty(K + 1, np.int64)
+    pairs = np.empty(B * (m + 1), np.int64)
+    _pairs_by_class(y, S, K, start, pairs)
+    for k in range(K):   # utilities, W[k] in cache
+        for q in range(start[k], start[k + 1]):
+            i = pairs[q] // (m + 1)
+            j = pairs[q] - i * (m + 1)
+            n = batch[i]
+            v = b[k] + _row_dot(indices, data, indptr[n], indptr[n + 1], W, k)
+            if j == m:
+                psi_y[i] = v
+            else:
+                psi_S[i, j] = v
+    if model == _OVE:
+        ove_coefficients(psi_y, psi_S, K, scale, C, elbo)
+    else:
+        for i in range(B):
+            c = t
+            if not global_clock:
+                visits[batch[i]] += 1
+                c = visits[batch[i]]
+            rate[i] = min(1.0, rate0 * (1.0 + c) ** -0.9)
+        if model == _SOFTMAX:
+            softmax_local_step(psi_y, psi_S, log_eta, batch, rate, K, scale, C, elbo)
+        else:
+            noise_local_step(model, psi_y, psi_S, mu, gamma, batch, u_local, u_global, rate,
+                             K, scale, C, elbo)
+    cy = np.zeros(B)   # the label's coefficient of each row, summed as _accumulate_row does
+    for i in range(B):
+        for j in range(m):
+            cy[i] += C[i, j]
+    penalise = ridge_y > 0.0
+    sweep = _sweeps(indptr, batch, m, W.size)
+    nt = 0
+    nb = 0
+    for k in range(K):   # the gradient, G[k] in cache
+        for q in range(start[k], start[k + 1]):
+            i = pairs[q] // (m + 1)
+            j = pairs[q] - i * (m + 1)
+            n = batch[i]
+            if j < m:
+                c = -C[i, j]
+                r = ridge_S
+            else:
+                c = cy[i]
+                r = ridge_y
+            nt, nb = _add_pair(indices, data, indptr[n], indptr[n + 1], k, c, r, W, G, Gb,
+                               markW, markb, touched, touched_b, nt, nb, fit_intercept,
+                               inv_count, penalise, sweep)
+    _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
+               t, rho, sweep)
+
+
+#: weights (K·D float64) above this many bytes take the class-by-class iteration
+_BY_CLASS_BYTES = 512 * 1024
+
+
+@njit(cache=True, nogil=True)
+def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y, psi_S, C,
+                 elbo, rate, log_eta, mu, gamma, u_local, u_global, visits, rate0,
+                 global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb, touched,
+                 touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y, ridge_S):
+    """One whole iteration of A&R (``model`` a :class:`Model` code; OVE too) in one call.
+
+    The subsets ``S_n`` (:func:`subsample_classes`), the utilities (:func:`batch_utilities`),
+    the local step (:func:`softmax_local_step`, :func:`noise_local_step` or
+    :func:`ove_coefficients`) and the step of :func:`global_step`, with the gradient taken
+    at the W before the step, as by the separate kernels: the result is theirs, the same
+    arithmetic in the same order. Two schedules of the same work: row by row
+    (:func:`_iteration_by_rows`) when W fits in cache, class by class
+    (:func:`_iteration_by_class`) when it does not (more than ``_BY_CLASS_BYTES``) and K is
+    at most 4× the minibatch's (row, class) pairs, so that grouping them by class costs
+    O(|B|·|S|), never O(K) alone.
+
+    The local step size is ``α = min(1, rate0 (1 + c)^−0.9)`` with ``c = t``
+    (``global_clock``) or the row's visits (``visits[n]``, incremented here; OVE has none),
+    written to ``rate`` (|B|,). Other arguments are those of the separate kernels (``y`` and
+    ``u`` the minibatch's labels and subset uniforms); model arrays it does not use may be
+    empty.
+
+    Cost O(|B| · (|S|+1) · nnz(x)) per iteration, never O(K·D) on its own: the step sweeps
+    the K·D marks only when the minibatch has more than K·D/4 (row, class, feature) triples.
+    """
+    pairs = batch.shape[0] * (S.shape[1] + 1)
+    if W.size * 8 > _BY_CLASS_BYTES and W.shape[0] <= 4 * pairs:
+        _iteration_by_class(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
+                            psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global,
+                            visits, rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW,
+                            markb, touched, touched_b, t, rho, fit_intercept, inv_count, scale,
+                            ridge_y, ridge_S)
+    else:
+        _iteration_by_rows(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
+                           psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global,
+                           visits, rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW,
+                           markb, touched, touched_b, t, rho, fit_intercept, inv_count, scale,
+                           ridge_y, ridge_S)
