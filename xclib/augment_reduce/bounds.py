@@ -187,9 +187,10 @@ def _log_lik_is_block(model, psi, y, eps, log_r, out):
 
     Each draw's log weight is :func:`_log_joint_row`'s sum minus ``log r(ε)``, summed over the
     classes in ascending order of ``d_k = ψ_y − ψ_k`` (the largest terms first), stopping at
-    the first ``z = ε + d_k`` above :func:`_skip_z` (every later term is zero) or once the partial
-    sum is ``_IS_CUT`` below the largest log weight so far (later terms only lower it, and the
-    draw no longer counts in the log-sum-exp). The estimate is the full sum's up to round-off.
+    the first ``z = ε + d_k`` above :func:`_skip_z` (every later term is zero, or below
+    e^{−40}) or once the partial sum is ``_IS_CUT`` below the largest log weight so far
+    (later terms only lower it, and the draw no longer counts in the log-sum-exp). The
+    estimate is the full sum's up to round-off.
     """
     S = eps.shape[0]
     K = psi.shape[1]
