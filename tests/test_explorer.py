@@ -222,6 +222,11 @@ def test_js_slider_is_shielded_from_notebook_shortcuts():
     sweep = sweep_learning_rates(gd_history, [0.1, 1.0], None, n_epochs=2)
     html = sweep_html(sweep, 2)
     assert html.startswith('<div class="xclib-sweep" data-lm-suppress-shortcuts="true">')
+    # Lumino matches the focused control itself before it looks at its ancestors: each
+    # control must carry the attribute too
+    controls = re.findall(r"<(?:input|button|select)\b[^>]*>", html)
+    assert controls and all("data-lm-suppress-shortcuts" in c for c in controls)
+    assert any('type="range"' in c for c in controls)
 
 
 def test_sweep_in_worker_processes_matches_the_serial_sweep():

@@ -250,9 +250,9 @@ def _new_tab(lab):
     return session
 
 
-def drive(lab, url_path, timings, known_errors=(), keyboard=True):
-    """Open a notebook, run all, check MyST and the explorer's first plot; then (``keyboard``)
-    drive the live explorer and the JS slider by keyboard."""
+def drive(lab, url_path, timings, known_errors=()):
+    """Open a notebook, run all, check MyST and the explorer's first plot; then drive the live
+    explorer and the JS slider by keyboard."""
     chrome, session = lab["chrome"], _new_tab(lab)
     start = len(chrome.events)
     chrome.send("Page.navigate", {"url": f'{lab["base"]}{url_path}?token={lab["token"]}'},
@@ -269,55 +269,50 @@ def drive(lab, url_path, timings, known_errors=(), keyboard=True):
     quoted = re.compile(r"plain descent is [0-9.]+, with a final loss of [0-9.]+\.")
     wait_for(lab, lambda s: quoted.search(s["prose"].replace("\n", " ")), timeout=20)
 
-    if not keyboard:
-        pass  # Notebook 7: see test_notebook7_runs_the_live_explorer
-    else:
-        # one key step on the ipywidgets rate slider: re-fit, new plot, the cells stay put
-        assert focus(lab, RATE_HANDLE), "could not focus the rate slider's handle"
-        focused = state(lab)  # focusing an output makes its cell the active one
-        n0, t0 = len(fits(lab)), time.monotonic()
-        marked = chrome.evaluate(
-            "!!document.querySelector('.xclib-live-box[data-lm-suppress-shortcuts]')", session)
-        active_el = chrome.evaluate(
-            "document.activeElement && (document.activeElement.className + '|' + "
-            "document.activeElement.tagName)", session)
-        timings["controls marked"] = marked
-        timings["focused element"] = active_el
-        press(lab)
-        stepped, _ = wait_for(lab, lambda s: s["readout"] != first["readout"], timeout=5,
-                              what=f"marked={marked} focused={active_el}")
-        assert stepped["active"] == focused["active"], "ArrowRight moved the notebook's selection"
-        done, seconds = wait_for(lab, lambda s: s["img"] != first["img"]
-                                 and s["status"].startswith("rate "))
-        timings["one step to new plot (s)"] = round(time.monotonic() - t0, 2)
-        assert len(fits(lab)) == n0 + 2, "one step must cost one re-fit (two methods)"
+    # one key step on the ipywidgets rate slider: re-fit, new plot, the cells stay put
+    assert focus(lab, RATE_HANDLE), "could not focus the rate slider's handle"
+    focused = state(lab)  # focusing an output makes its cell the active one
+    n0, t0 = len(fits(lab)), time.monotonic()
+    marked = chrome.evaluate(f"{RATE_HANDLE}.hasAttribute('data-lm-suppress-shortcuts')",
+                             session)
+    active_el = chrome.evaluate(
+        "document.activeElement && (document.activeElement.className + '|' + "
+        "document.activeElement.tagName)", session)
+    timings["controls marked"] = marked
+    timings["focused element"] = active_el
+    press(lab)
+    stepped, _ = wait_for(lab, lambda s: s["readout"] != first["readout"], timeout=5,
+                          what=f"marked={marked} focused={active_el}")
+    assert stepped["active"] == focused["active"], "ArrowRight moved the notebook's selection"
+    done, seconds = wait_for(lab, lambda s: s["img"] != first["img"]
+                             and s["status"].startswith("rate "))
+    timings["one step to new plot (s)"] = round(time.monotonic() - t0, 2)
+    assert len(fits(lab)) == n0 + 2, "one step must cost one re-fit (two methods)"
 
-        # a burst of steps: a visible "fitting…" state, then one or two re-fits, the last value
-        n1 = len(fits(lab))
-        for _ in range(6):
-            press(lab)
-            time.sleep(0.06)
-        busy = state(lab)
-        assert busy["status"].startswith("fitting"), f"no 'fitting…' state: {busy['status']!r}"
-        final, _ = wait_for(lab, lambda s: s["status"].startswith("rate ")
-                            and s["readout"] in s["status"])
-        time.sleep(0.6)  # nothing more may follow
-        burst = fits(lab)[n1:]
-        timings["re-fits for 6 quick steps"] = len(burst) // 2
-        assert 2 <= len(burst) <= 4, f"6 quick steps cost {len(burst) // 2} re-fits: {burst}"
-        assert float(burst[-1].split()[1]) == pytest.approx(float(final["readout"]), rel=0.02)
-        assert final["img"] != done["img"]
-
-        # the static JS slider: ArrowRight steps its frame, not the notebook's cells
-        assert focus(lab, JS_RANGE), "could not focus the JS animation's slider"
-        before = state(lab)
-        assert before["range"] == 0
+    # a burst of steps: a visible "fitting…" state, then one or two re-fits, the last value
+    n1 = len(fits(lab))
+    for _ in range(6):
         press(lab)
-        time.sleep(0.5)
-        after = state(lab)
-        # Not yet achieved: the frame itself does not step by keyboard inside JupyterLab (it does
-        # in the static book); what is asserted is that the notebook no longer takes the key.
-        assert after["active"] == before["active"], "ArrowRight on the JS slider moved the cells"
+        time.sleep(0.06)
+    busy = state(lab)
+    assert busy["status"].startswith("fitting"), f"no 'fitting…' state: {busy['status']!r}"
+    final, _ = wait_for(lab, lambda s: s["status"].startswith("rate ")
+                        and s["readout"] in s["status"])
+    time.sleep(0.6)  # nothing more may follow
+    burst = fits(lab)[n1:]
+    timings["re-fits for 6 quick steps"] = len(burst) // 2
+    assert 2 <= len(burst) <= 4, f"6 quick steps cost {len(burst) // 2} re-fits: {burst}"
+    assert float(burst[-1].split()[1]) == pytest.approx(float(final["readout"]), rel=0.02)
+    assert final["img"] != done["img"]
+
+    # the static JS slider: ArrowRight steps its frame, not the notebook's cells
+    assert focus(lab, JS_RANGE), "could not focus the JS animation's slider"
+    before = state(lab)
+    assert before["range"] == 0
+    press(lab)
+    after, _ = wait_for(lab, lambda s: s["range"] == 1, timeout=5,
+                        what="ArrowRight on the JS slider steps its frame")
+    assert after["active"] == before["active"], "ArrowRight on the JS slider moved the cells"
 
     errors = [e for e in errors_since(lab, start) if not any(k in e for k in known_errors)]
     assert not errors, f"{url_path}: console errors: {errors}"
@@ -343,12 +338,10 @@ NB7_KNOWN = ["Cannot read properties of undefined (reading 'schema')",
 
 
 def test_notebook7_runs_the_live_explorer(lab):
-    # Notebook 7 runs the chapter, renders MyST and draws the live explorer; its own
-    # shortcuts take the arrow keys (and synthetic clicks) before the slider sees them, even
-    # with the controls marked data-lm-suppress-shortcuts, so the reader's path with live
-    # controls is JupyterLab (make lab), where they are driven above.
+    # Notebook 7 handles keys before the page does (JupyterLab after), so here the controls'
+    # own data-lm-suppress-shortcuts attribute is what keeps its shortcuts off the slider
     timings, t0 = {}, time.monotonic()
     drive(lab, "/notebooks/notebooks/tiny_explorer_nb7.ipynb", timings,
-          known_errors=NB7_KNOWN, keyboard=False)
+          known_errors=NB7_KNOWN)
     timings["total (s)"] = round(time.monotonic() - t0, 1)
     print("Notebook 7:", timings)

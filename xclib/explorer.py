@@ -250,8 +250,9 @@ def sweep_animation(sweep, n_epochs, metric="train_loss", reference=None, ylabel
 def offline_jshtml(html):
     """``to_jshtml`` output that loads nothing from the internet: the Font Awesome
     ``<link>`` goes, and the buttons show text instead of its icons. The result is wrapped in
-    a ``<div data-lm-suppress-shortcuts>`` so that, run live in JupyterLab or Notebook 7, the
-    arrow keys step the slider instead of moving between the notebook's cells."""
+    a ``<div data-lm-suppress-shortcuts>``, and its controls carry the attribute too, so that,
+    run live in JupyterLab or Notebook 7, the arrow keys step the slider instead of moving
+    between the notebook's cells."""
     html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
 
     def button(m):
@@ -259,7 +260,11 @@ def offline_jshtml(html):
 
     html = re.sub(r'<i class="(fa [^"]*)"></i>', button, html)
     # Inside JupyterLab and Notebook 7 the arrow keys on the slider would move between the
-    # notebook's cells: Lumino skips its shortcuts for keys pressed within this attribute.
+    # notebook's cells: Lumino skips its shortcuts for keys pressed within this attribute. It
+    # must sit on the focused control itself, not only on an ancestor: Lumino tests the target
+    # against a shortcut's selector (".jp-Notebook.jp-mod-commandMode … :focus") before it
+    # looks for the attribute, and the ancestors after.
+    html = re.sub(r"<(input|button|select)\b", r'<\1 data-lm-suppress-shortcuts="true"', html)
     html = f'<div class="xclib-sweep" data-lm-suppress-shortcuts="true">{html}</div>'
     if re.search(r"""(href|src)\s*=\s*["']?\s*(https?:)?//|url\(\s*["']?(https?:)?//""", html):
         raise RuntimeError("the animation HTML still references an external resource")
@@ -352,14 +357,22 @@ def _png(curves, rate, epochs, metric, reference, ylabel, title, logy, ylim, lab
 
 
 #: Notebook 7 handles keys before the page does (JupyterLab after): without this attribute on
-#: the controls, its shortcuts take the slider's arrow keys. Widgets cannot set attributes, so
-#: a script marks the box once the widget manager has drawn it.
+#: the controls, its shortcuts (".jp-Notebook.jp-mod-commandMode … :focus": the focused
+#: element itself matches) take the slider's arrow keys. Lumino tests the focused element
+#: before it looks for the attribute, so every element of the box carries it, the slider's
+#: handles included. Widgets cannot set attributes, so a script marks the box and what is in
+#: it once the widget manager has drawn them.
 _SUPPRESS_SHORTCUTS = """
 (function () {
   var tries = 0;
   var timer = setInterval(function () {
-    var boxes = document.querySelectorAll('.xclib-live-box:not([data-lm-suppress-shortcuts])');
-    boxes.forEach(function (b) { b.setAttribute('data-lm-suppress-shortcuts', 'true'); });
+    document.querySelectorAll('.xclib-live-box').forEach(function (box) {
+      [box].concat(Array.from(box.querySelectorAll('*'))).forEach(function (e) {
+        if (!e.hasAttribute('data-lm-suppress-shortcuts')) {
+          e.setAttribute('data-lm-suppress-shortcuts', 'true');
+        }
+      });
+    });
     if (++tries > 300) { clearInterval(timer); }
   }, 100);
 })();
