@@ -12,14 +12,21 @@ LAB_STAMP := $(VENV)/.lab-installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/_build/numba_cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test clean venv assets chromium lab lab-env lab-reset
+.PHONY: book test clean venv assets chromium lab lab-env lab-reset book-setup test-setup
 
-book: venv assets
+book: book-setup
 	$(VPY) tools/build.py
 
-test: venv assets chromium lab-env
+test: test-setup
 	$(VPY) tools/build.py --keep-going
 	$(VPY) -m pytest -n auto --dist loadfile
+
+# the set-up steps side by side (npm downloads while uv installs); their logs stay whole
+book-setup:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target venv assets
+
+test-setup:
+	@$(MAKE) --no-print-directory -j3 --output-sync=target venv assets chromium lab-env
 
 venv: $(STAMP)
 
