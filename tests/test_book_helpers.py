@@ -39,6 +39,9 @@ def test_warm_up_leaves_the_estimator_unfitted_and_time_fit_times_the_fit():
 
 
 def test_others_load_sees_a_busy_neighbour_and_not_itself():
+    # Only what a neighbour cannot move is asserted: other processes (the other pytest
+    # worker) may load the machine more in one block than in the next.
+    import os
     import subprocess
     import sys
     import time
@@ -57,13 +60,14 @@ def test_others_load_sees_a_busy_neighbour_and_not_itself():
     finally:
         busy.kill()
         busy.wait()
-    assert shared["cores"] > alone["cores"] + 0.5
-    assert 0.0 <= alone["cores"] < shared["cores"] < 1.5 + alone["cores"]
     with others_load() as child:  # a child this process waits for is its own work
         subprocess.run([sys.executable, "-c",
                         "import time\nt = time.perf_counter()\n"
                         "while time.perf_counter() - t < 1.0: pass"], check=True)
-    assert child["cores"] < alone["cores"] + 0.4
+    assert alone["own"] > 0.8 and child["own"] > 0.6  # (the child's start-up is I/O too)
+    assert shared["own"] < 0.2 and shared["cores"] > 0.8  # the busy neighbour is seen
+    for load in (alone, shared, child):  # what is counted as own is not counted twice
+        assert 0.0 <= load["cores"] <= os.cpu_count() - load["own"] + 0.2
 
 
 def _writeable(X):

@@ -131,23 +131,26 @@ def _busy_seconds():
 def others_load():
     """``with others_load() as load: ...`` then ``load["cores"]``: how many cores, on average
     over the block, other processes kept busy (the machine's busy time, from ``/proc/stat``,
-    minus the CPU time of this process and of the children it waited for). A speed-up from P workers is only a measurement of the
-    method when ``load["cores"]`` is well below ``os.cpu_count() − P + 1``. Off Linux,
-    ``cores`` is the 1-minute load average at the end, which includes this process.
+    minus the CPU time of this process and of the children it waited for), and
+    ``load["own"]``: the cores this process and those children used. A speed-up from P
+    workers is only a measurement of the method when ``load["cores"]`` is well below
+    ``os.cpu_count() − P + 1``. Off Linux, ``cores`` is the 1-minute load average at the end,
+    which includes this process.
     """
     import os
 
-    out = {"cores": np.nan}
+    out = {"cores": np.nan, "own": np.nan}
     busy0, cpu0, wall0 = _busy_seconds(), _own_cpu_seconds(), time.perf_counter()
     try:
         yield out
     finally:
         wall = time.perf_counter() - wall0
         busy1 = _busy_seconds()
+        mine = _own_cpu_seconds() - cpu0
+        out["own"] = mine / wall if wall > 0 else np.nan
         if busy0 is None or busy1 is None or wall <= 0:
             out["cores"] = float(os.getloadavg()[0])
         else:
-            mine = _own_cpu_seconds() - cpu0
             out["cores"] = max(0.0, (busy1 - busy0 - mine) / wall)
 
 
