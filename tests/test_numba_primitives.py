@@ -6,6 +6,7 @@ from scipy.special import lambertw as sp_lambertw
 from scipy.special import logsumexp as sp_logsumexp
 
 from xclib._numba import (
+    dense_dot,
     draw_other_classes,
     lambertw,
     lambertw_exp,
@@ -31,6 +32,17 @@ def test_sparse_row_dot_and_axpy_match_numpy():
         w2 = w.copy()
         sparse_row_axpy(-0.7, idx, val, w2)
         np.testing.assert_allclose(w2, w - 0.7 * X[i].toarray().ravel(), atol=1e-14)
+
+
+def test_dense_dot_sums_in_order():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=101), rng.normal(size=101)
+    assert dense_dot(a, b) == pytest.approx(a @ b, rel=1e-13)
+    s = 0.0
+    for x, z in zip(a, b):   # the same order, so the same bits
+        s += x * z
+    assert dense_dot(a, b) == s
+    assert dense_dot(a[:0], b[:0]) == 0.0
 
 
 @pytest.mark.parametrize("shift", [0.0, 700.0, -800.0, 1e5])

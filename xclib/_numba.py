@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "dense_dot",
     "sparse_row_dot",
     "sparse_row_axpy",
     "logsumexp",
@@ -27,6 +28,16 @@ __all__ = [
 ]
 
 _E_INV = math.exp(-1.0)
+
+
+@njit(cache=True, nogil=True)
+def dense_dot(a, b):
+    """``a · b`` of two 1-D arrays, summed in order in one thread (the small and
+    memory-bound vectors of the solvers: BLAS threads would only contend)."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i]
+    return s
 
 
 @njit(cache=True, nogil=True)

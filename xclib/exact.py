@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from numba import njit
 from sklearn.exceptions import ConvergenceWarning
 
+from ._numba import dense_dot
 from .base import ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr
 from .metrics import BLOCK_ENTRIES
 
@@ -123,7 +124,7 @@ def softmax_objective(coef, X, y, mu=0.0, intercept=None, with_grad=True):
     k = coef.shape[0]
     n = X.shape[0]
     c = coef.ravel()
-    value = 0.5 * mu * _dot(c, c)
+    value = 0.5 * mu * dense_dot(c, c)
     if sp.issparse(X) and k >= FUSED_MIN_K:
         v, g, gb = _objective_fused(coef, X, y, intercept, with_grad)
         if not with_grad:
@@ -184,13 +185,13 @@ def _wolfe_search(fun, x, f0, g0, d, t, c1=1e-4, c2=0.9, max_evals=20):
     Returns ``(x_new, f_new, g_new, evals)``; ``x_new`` is None when no step decreased ``f``.
     Each point is ``(t, f, f', x, g)``; ``lo`` always satisfies sufficient decrease.
     """
-    dg0 = _dot(g0, d)
+    dg0 = dense_dot(g0, d)
     lo = (0.0, f0, dg0, x, g0)
     hi = None
     for evals in range(1, max_evals + 1):
         xt = x + t * d
         ft, gt = fun(xt)
-        dgt = _dot(gt, d)
+        dgt = dense_dot(gt, d)
         cur = (t, ft, dgt, xt, gt)
         if not np.isfinite(ft) or ft > f0 + c1 * t * dg0 or ft >= lo[1]:
             hi = cur
@@ -216,28 +217,19 @@ def _wolfe_search(fun, x, f0, g0, d, t, c1=1e-4, c2=0.9, max_evals=20):
 
 
 @njit(cache=True, nogil=True)
-def _dot(a, b):
-    """``a · b`` in one thread (the vectors are memory-bound: BLAS threads only contend)."""
-    s = 0.0
-    for i in range(a.shape[0]):
-        s += a[i] * b[i]
-    return s
-
-
-@njit(cache=True, nogil=True)
 def _two_loop(g, S, Y, rho, order, gamma, alpha):
     """``−H·g`` by the two-loop recursion over the pairs ``order`` (newest first), in place."""
     q = g.copy()
     n = q.shape[0]
     for i in order:
-        a = rho[i] * _dot(S[i], q)
+        a = rho[i] * dense_dot(S[i], q)
         alpha[i] = a
         for j in range(n):
             q[j] -= a * Y[i, j]
     for j in range(n):
         q[j] *= -gamma  # the direction is −H·g: negate once, here
     for i in order[::-1]:
-        c = alpha[i] + rho[i] * _dot(Y[i], q)  # + since q holds −r
+        c = alpha[i] + rho[i] * dense_dot(Y[i], q)  # + since q holds −r
         for j in range(n):
             q[j] -= c * S[i, j]
     return q
@@ -270,12 +262,12 @@ def lbfgs(fun, x0, gtol, ftol=1e3 * np.finfo(float).eps, max_iter=1000, m=10):
             break
         if used:
             order = np.array([(newest - j) % m for j in range(used)], dtype=np.int64)
-            gamma = 1.0 / (rho[newest] * _dot(Y[newest], Y[newest]))  # sᵀy / yᵀy
+            gamma = 1.0 / (rho[newest] * dense_dot(Y[newest], Y[newest]))  # sᵀy / yᵀy
             d = _two_loop(g, S, Y, rho, order, gamma, alpha)
-        if not used or _dot(g, d) >= 0.0:  # no memory, or not a descent direction: restart
+        if not used or dense_dot(g, d) >= 0.0:  # no memory, or not a descent direction: restart
             used, newest = 0, -1
             d = -g
-            t0 = 1.0 / max(math.sqrt(_dot(g, g)), 1e-300)
+            t0 = 1.0 / max(math.sqrt(dense_dot(g, g)), 1e-300)
         else:
             t0 = 1.0
         x_new, f_new, g_new, evals = _wolfe_search(fun, x, f, g, d, t0)
@@ -285,8 +277,8 @@ def lbfgs(fun, x0, gtol, ftol=1e3 * np.finfo(float).eps, max_iter=1000, m=10):
             break
         nit += 1
         s_k, y_k = x_new - x, g_new - g
-        sy = _dot(s_k, y_k)
-        if sy > 1e-10 * _dot(y_k, y_k):  # else no curvature information: skip the pair
+        sy = dense_dot(s_k, y_k)
+        if sy > 1e-10 * dense_dot(y_k, y_k):  # else no curvature information: skip the pair
             newest = (newest + 1) % m
             S[newest], Y[newest], rho[newest] = s_k, y_k, 1.0 / sy
             used = min(used + 1, m)

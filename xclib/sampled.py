@@ -90,13 +90,15 @@ def fold_row_scale(W, scale, j, every):
     if every:
         for r in range(W.shape[0]):
             if scale[r] != 1.0:
-                W[r] *= scale[r]
+                for c in range(W.shape[1]):
+                    W[r, c] *= scale[r]
                 scale[r] = 1.0
         return 1.0
     f = scale[j]
     if f >= _MIN_SCALE:
         return 1.0
-    W[j] *= f
+    for c in range(W.shape[1]):
+        W[j, c] *= f
     scale[j] = 1.0
     return f
 
