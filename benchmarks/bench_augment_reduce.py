@@ -9,7 +9,9 @@ few rows; evaluation excluded),
 the paper's one-core figures beside them, the A&R/OVE ratio measured in this run (paper:
 about 1.0-1.05), and each epoch over the floor of ``benchmarks/floors.py`` measured in the same
 run: one pass over the data's rows in a random order, reading every non-zero once (every row
-must come from memory once per epoch). Timings on a shared machine move with its load; the
+must come from memory once per epoch), and an epoch of A&R's loads and stores without its
+arithmetic (``floors.ar_access_epoch``: the same |B|, |S| and K; dots with |S| + 1 rows of W,
+adds into a gradient buffer, a step per touched weight). Timings on a shared machine move with its load; the
 ratios within one run are what to compare. Not part of the test suite.
 
 The estimator runs one fused kernel per iteration (:func:`~xclib.augment_reduce.kernels.
@@ -158,6 +160,8 @@ def main():
         floors_s[name] = floors.row_pass_seconds(X) if X.nnz else (np.nan, np.nan)
         rand = floors_s[name][0]
         out[f"{name}_floor_random_pass_s"], out[f"{name}_floor_sequential_pass_s"] = floors_s[name]
+        access = (floors.ar_access_seconds(X, np.unique(y).size, B, S) if X.nnz else np.nan)
+        out[f"{name}_floor_access_s"] = access
         sec = {}
         for model in PAPER[name]:
             est = AugmentReduce(model=model, batch_size=B, n_sampled=S, n_epochs=args.epochs,
@@ -171,8 +175,10 @@ def main():
                   f"{p / sec[model]:10.1f}x")
         out[f"{name}_seconds_per_epoch"] = sec
         out[f"{name}_over_floor"] = {k: v / rand for k, v in sec.items()}
-        floor = (f"floor (one random-order pass over the {X.nnz} non-zeros) {rand:.4f} s; "
-                 if X.nnz else "no features, no floor; ")
+        out[f"{name}_over_access_floor"] = {k: v / access for k, v in sec.items()}
+        floor = (f"floor (one random-order pass over the {X.nnz} non-zeros) {rand:.4f} s, "
+                 f"an epoch's loads and stores {access:.4f} s (softmax A&R "
+                 f"{sec['softmax'] / access:.2f}x that); " if X.nnz else "no features, no floor; ")
         print(f"{name:8s} {floor}ratio softmax A&R / OVE in this run: "
               f"{sec['softmax'] / sec['ove']:.3f} "
               f"(paper {PAPER[name]['softmax'] / PAPER[name]['ove']:.3f})")

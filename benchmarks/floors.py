@@ -15,6 +15,12 @@
    ``k`` and the label's) and add it back into both. Every chapter-1 kernel (vanilla SGD,
    U-max, Implicit SGD) makes these accesses and more; its steps per second over this
    kernel's, at the same K, is its measured/floor ratio (`bench_unbiased.py`).
+5. The memory traffic of an Augment-and-Reduce epoch without its arithmetic
+   (:func:`ar_access_epoch`): minibatches of a fresh permutation; each row dotted with the rows
+   of W of its label and of ``|S|`` other classes, then added into those rows of a gradient
+   buffer, marking them; after each minibatch, one step per marked weight (read, write,
+   clear). Every A&R and OVE epoch makes these accesses and more (`bench_augment_reduce.py`
+   prints its epoch over this one).
 
 No asserts: the numbers describe the machine, and the benchmarks print their measured/floor
 ratios from them. Timings take the best of a few repetitions (warm numba kernels).
@@ -89,6 +95,60 @@ def sgd_access_epoch(indptr, indices, data, y, W, rows, ks):
             W[yi, j] += c * data[p]
         acc += d
     return acc
+
+
+@njit(cache=True)
+def ar_access_epoch(indptr, indices, data, order, classes, B, W, G, mark):
+    """The loads and stores of an A&R epoch, and nothing else: for each minibatch of ``B``
+    rows of ``order``, row ``n = order[t]`` is dotted with the rows ``classes[t]`` of W
+    (its label's and ``|S|`` others), then ``G[k] += c_k x`` for each (marking the weights),
+    ``c_k`` depending on the dots (so the stores wait for the loads); after the minibatch,
+    ``W += 1e-9 G`` on the marked weights, G and the marks cleared."""
+    K, D = W.shape
+    m = classes.shape[1]
+    c = np.empty(m)
+    acc = 0.0
+    for t0 in range(0, order.shape[0] - B + 1, B):
+        for t in range(t0, t0 + B):
+            n = order[t]
+            p0, p1 = indptr[n], indptr[n + 1]
+            for j in range(m):
+                k = classes[t, j]
+                d = 0.0
+                for p in range(p0, p1):
+                    d += data[p] * W[k, indices[p]]
+                c[j] = 1e-9 * (1.0 if d >= 0.0 else -1.0)
+                acc += d
+            for j in range(m):
+                k = classes[t, j]
+                for p in range(p0, p1):
+                    col = indices[p]
+                    mark[k, col] = 1
+                    G[k, col] += c[j] * data[p]
+        for k in range(K):
+            for col in range(D):
+                if mark[k, col] != 0:
+                    W[k, col] += 1e-9 * G[k, col]
+                    G[k, col] = 0.0
+                    mark[k, col] = 0
+    return acc
+
+
+def ar_access_seconds(X, n_classes, batch, n_sampled, seed=0):
+    """Seconds of :func:`ar_access_epoch` over the rows of ``X`` with ``n_classes`` classes
+    (each row's label and ``n_sampled`` other classes drawn at random: the access pattern
+    depends on K and |S| only), minibatches of ``batch``."""
+    rng = np.random.default_rng(seed)
+    N, D = X.shape
+    order = rng.permutation(N)
+    classes = np.empty((N, n_sampled + 1), np.int64)
+    for j in range(n_sampled + 1):
+        classes[:, j] = rng.integers(0, n_classes, N)
+    W = rng.normal(scale=0.01, size=(n_classes, D))
+    G = np.zeros_like(W)
+    mark = np.zeros(W.shape, np.uint8)
+    return best(ar_access_epoch, X.indptr, X.indices, X.data, order, classes, batch, W, G,
+                mark)
 
 
 def best(fn, *args, repeat=3):
