@@ -256,6 +256,9 @@ def sgd_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, raman, delta
     O(nnz(x_i)) per step for any alpha (row scales; ``‖w_j‖²`` is tracked for the projection).
     """
     n_classes, use_umax, project = W.shape[0], delta < np.inf, b_w < np.inf
+    # without a ridge or a projection every row scale stays 1: the same arithmetic without
+    # reading scale, beta and q (K-sized: at large K each read is another cache miss)
+    plain = alpha == 0.0 and not project
     scale = np.ones(n_classes)
     q = np.zeros(n_classes)  # ‖v_j‖², only when projecting
     if project:
@@ -269,21 +272,22 @@ def sgd_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, raman, delta
         val = data[indptr[i]:indptr[i + 1]]
         d_k = sparse_row_dot(idx, val, W[k])
         d_y = sparse_row_dot(idx, val, W[yi])
-        s_k = scale[k] * d_k
-        s_y = scale[yi] * d_y
+        s_k = d_k if plain else scale[k] * d_k
+        s_y = d_y if plain else scale[yi] * d_y
         ui = u[i]
         if use_umax:
             ui = umax_increase(raman, s_y, s_k, ui, delta)
         c_k, c_y, g_u = double_sum_coefficients(raman, s_y, s_k, ui, n_classes)
-        a_k = -lr * c_k / scale[k]
-        a_y = -lr * c_y / scale[yi]
+        a_k = -lr * c_k if plain else -lr * c_k / scale[k]
+        a_y = -lr * c_y if plain else -lr * c_y / scale[yi]
         sparse_row_axpy(a_k, idx, val, W[k])
         sparse_row_axpy(a_y, idx, val, W[yi])
         if project:
             q[k] = max(q[k] + a_k * (2.0 * d_k + a_k * sqnorm[i]), 0.0)
             q[yi] = max(q[yi] + a_y * (2.0 * d_y + a_y * sqnorm[i]), 0.0)
-        _shrink_row(W, scale, q, k, lr * alpha * beta[k], b_w)
-        _shrink_row(W, scale, q, yi, lr * alpha * beta[yi], b_w)
+        if not plain:
+            _shrink_row(W, scale, q, k, lr * alpha * beta[k], b_w)
+            _shrink_row(W, scale, q, yi, lr * alpha * beta[yi], b_w)
         ui -= lr * g_u
         if not raman:
             ui = min(max(ui, 0.0), b_u)
@@ -315,16 +319,21 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
         yi = y[i]
         idx = indices[indptr[i]:indptr[i + 1]]
         val = data[indptr[i]:indptr[i + 1]]
-        p_k = 1.0 / (1.0 + lr * alpha * beta[k])
-        p_y = 1.0 / (1.0 + lr * alpha * beta[yi])
-        z = (scale[k] * p_k * sparse_row_dot(idx, val, W[k])
-             - scale[yi] * p_y * sparse_row_dot(idx, val, W[yi]))
-        xx = 0.5 * (p_k + p_y) * sqnorm[i]
+        if alpha > 0.0:
+            p_k = 1.0 / (1.0 + lr * alpha * beta[k])
+            p_y = 1.0 / (1.0 + lr * alpha * beta[yi])
+            z = (scale[k] * p_k * sparse_row_dot(idx, val, W[k])
+                 - scale[yi] * p_y * sparse_row_dot(idx, val, W[yi]))
+            xx = 0.5 * (p_k + p_y) * sqnorm[i]
+        else:  # no ridge: p = 1 and every row scale stays 1 (the same arithmetic, no
+            # reads of the K-sized beta and scale: at large K each is another cache miss)
+            z = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
+            xx = sqnorm[i]
         a, A, ui, ne = implicit_step(z, u[i], xx, lr, n_classes, tol, newton)
         evals += ne
         if sqnorm[i] > 0.0:  # w⁺ = s⁺(v ± (A/s) x), s⁺ = s/(1 + ρ)
-            sparse_row_axpy(A / scale[yi], idx, val, W[yi])
-            sparse_row_axpy(-A / scale[k], idx, val, W[k])
+            sparse_row_axpy(A / scale[yi] if alpha > 0.0 else A, idx, val, W[yi])
+            sparse_row_axpy(-A / scale[k] if alpha > 0.0 else -A, idx, val, W[k])
         if alpha > 0.0:
             scale[k] *= p_k
             scale[yi] *= p_y
