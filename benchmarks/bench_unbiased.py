@@ -6,6 +6,13 @@
    against vanilla SGD and U-max on sparse data (goal: Implicit ≥ 0.8× vanilla, Proposition 4),
    for nnz/row = 10 and 200; with evaluations of (16) per step; and each kernel with a ridge
    (alpha = 1e-4, per-row scales) against without (goal ≈ 1: the ridge keeps a step O(nnz)).
+   Beside the Implicit/vanilla ratio, its ceiling for this solver: an Implicit SGD step makes a vanilla
+   step's loads and stores and replaces its two exps by the 1-D solve, a chain of dependent
+   exps and divisions that no memory access overlaps. With ``t_v`` the vanilla step,
+   ``t_c`` its coefficients (:func:`double_sum_coefficients`) and ``t_s`` the solve
+   (:func:`implicit_step`), each timed alone on the states the benchmark's run meets, the
+   ratio can be at most ``t_v / (t_v − t_c + t_s)``; at K = 10^5 (part 2), likewise, Implicit
+   SGD can reach at most ``t_f / (t_f + t_s)`` of the floor's speed (``t_f`` its step).
 2. The same kernels at K = 10^2 and K = 10^5 with the same nnz (goal: ≥ 0.7×, the O(D) claim),
    each beside the floor of ``floors.sgd_access_epoch``: the loads and stores of the same steps
    (a CSR row, two rows of W read and written) without the arithmetic. At K = 10^5 (W is
@@ -31,7 +38,10 @@ from scipy.optimize import bisect, brentq
 from scipy.special import lambertw
 from sklearn.preprocessing import normalize
 
+from numba import njit
+
 from xclib import unbiased
+from xclib.unbiased_kernels import double_sum_coefficients, implicit_step
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import floors  # noqa: E402
@@ -77,6 +87,47 @@ def steps_per_second(fn, K, d, n, reps=None):
         fn(W, u)
         best = min(best, time.perf_counter() - t)
     return n / best
+
+
+@njit(cache=True)
+def _solve_all(zs, us, xxs, lr, n_classes):
+    acc = 0.0
+    for t in range(zs.shape[0]):
+        acc += implicit_step(zs[t], us[t], xxs[t], lr, n_classes, 1e-10, True)[2]
+    return acc
+
+
+@njit(cache=True)
+def _coefficients_all(zs, us, n_classes):
+    acc = 0.0
+    for t in range(zs.shape[0]):
+        c, _, g = double_sum_coefficients(False, 0.0, zs[t], us[t], n_classes)
+        acc += c + g
+    return acc
+
+
+def solve_and_coefficient_ns(X, y, rows, ks, sq, K, lr=1.0, reps=None):
+    """Nanoseconds of one Implicit SGD solve and of one vanilla step's coefficients, alone,
+    on the states (z, ũ, ‖x‖²) the benchmark's Implicit SGD run meets in its second epoch."""
+    W = np.zeros((K, X.shape[1]))
+    u = np.full(X.shape[0], math.log(K))
+    beta = np.ones(K)
+    unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, lr, 0.0,
+                            beta, 1e-10, True)
+    Xr = X[rows]   # z = x_i·(w_k − w_y) of each step, one non-zero at a time
+    t = np.repeat(np.arange(rows.size), np.diff(Xr.indptr))
+    zs = np.bincount(t, Xr.data * (W[ks[t], Xr.indices] - W[y[rows][t], Xr.indices]),
+                     minlength=rows.size)
+    us, xxs = u[rows], sq[rows]
+    _solve_all(zs[:10], us[:10], xxs[:10], lr, K)
+    _coefficients_all(zs[:10], us[:10], K)
+    best_s = best_c = np.inf
+    for _ in range(reps or REPS):
+        t = time.perf_counter(); _solve_all(zs, us, xxs, lr, K)
+        best_s = min(best_s, time.perf_counter() - t)
+        t = time.perf_counter(); _coefficients_all(zs, us, K)
+        best_c = min(best_c, time.perf_counter() - t)
+    return 1e9 * best_s / zs.size, 1e9 * best_c / zs.size
 
 
 def numpy_implicit_epoch(X, y, W, u, rows, ks, lr, tol=1e-10, root=bisect):
@@ -130,6 +181,15 @@ def main():
         sps = {name: steps_per_second(fn, 1000, d, n) for name, fn in kernels(X, y, rows, ks, sq, 1000).items()}
         line = ", ".join(f"{k} {v:,.0f}" for k, v in sps.items())
         print(f"   nnz={nnz}: {line}")
+        solve_ns, coef_ns = solve_and_coefficient_ns(X, y, rows, ks, sq, 1000)
+        vanilla_ns = 1e9 / sps["vanilla"]
+        ceiling = vanilla_ns / (vanilla_ns - coef_ns + solve_ns)
+        out[f"nnz{nnz}_solve_ns"] = solve_ns
+        out[f"nnz{nnz}_vanilla_step_ns"] = vanilla_ns
+        out[f"nnz{nnz}_implicit_ceiling_over_vanilla"] = ceiling
+        print(f"   nnz={nnz}: vanilla step {vanilla_ns:.0f} ns (its coefficients {coef_ns:.0f} "
+              f"ns); the 1-D solve alone {solve_ns:.0f} ns: Implicit / vanilla at most "
+              f"{ceiling:.2f}")
         for name in ("implicit_newton", "implicit_bisection"):
             ev = unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, np.zeros((1000, d)),
                                          np.full(n, math.log(1000)), rows, ks, 1.0, 0.0,
@@ -155,6 +215,11 @@ def main():
         access = lambda W, u: floors.sgd_access_epoch(X.indptr, X.indices, X.data, y, W, rows, ks)  # noqa: E731
         access(np.zeros((K, d2)), None)  # compile
         floor[K] = steps_per_second(access, K, d2, n)
+        if K == 100_000:   # Implicit SGD's ceiling there: the floor's step plus the solve
+            solve_ns, _ = solve_and_coefficient_ns(X, y, rows, ks, sq, K)
+            out["K1e5_solve_ns"] = solve_ns
+            out["implicit_newton_K1e5_ceiling_of_floor"] = 1.0 / (1.0 + 1e-9 * solve_ns
+                                                                  * floor[K])
         print(f"   K={K:>6}: floor (loads/stores only) {floor[K]:,.0f} steps/s; "
               + ", ".join(f"{k} {v:,.0f} ({v / floor[K]:.2f} of floor)" for k, v in res[K].items()))
     f_ratio = floor[100_000] / floor[100]
@@ -166,6 +231,8 @@ def main():
         out[f"{name}_K1e5_of_floor"] = res[100_000][name] / floor[100_000]
         print(f"   {name}: K=1e5 / K=1e2 = {r:.2f}   (goal ≥ 0.7, or the floor's {f_ratio:.2f}); "
               f"at K=1e5 {res[100_000][name] / floor[100_000]:.2f} of the floor's speed")
+    print(f"   the 1-D solve alone at K=1e5: {out['K1e5_solve_ns']:.0f} ns: Implicit SGD at most "
+          f"{out['implicit_newton_K1e5_ceiling_of_floor']:.2f} of the floor's speed")
 
     print("3. xclib vs plain NumPy/SciPy Implicit SGD (K = 1000, D = 1000, nnz = 10)")
     m = 2000
