@@ -6,13 +6,14 @@
    against vanilla SGD and U-max on sparse data (goal: Implicit ≥ 0.8× vanilla, Proposition 4),
    for nnz/row = 10 and 200; with evaluations of (16) per step; and each kernel with a ridge
    (alpha = 1e-4, per-row scales) against without (goal ≈ 1: the ridge keeps a step O(nnz)).
-   Beside the Implicit/vanilla ratio, its ceiling for this solver: an Implicit SGD step makes a vanilla
-   step's loads and stores and replaces its two exps by the 1-D solve, a chain of dependent
-   exps and divisions that no memory access overlaps. With ``t_v`` the vanilla step,
-   ``t_c`` its coefficients (:func:`double_sum_coefficients`) and ``t_s`` the solve
-   (:func:`implicit_step`), each timed alone on the states the benchmark's run meets, the
-   ratio can be at most ``t_v / (t_v − t_c + t_s)``; at K = 10^5 (part 2), likewise, Implicit
-   SGD can reach at most ``t_f / (t_f + t_s)`` of the floor's speed (``t_f`` its step).
+   Beside the Implicit/vanilla ratio, its ceiling for this solver: an Implicit SGD step
+   makes a vanilla step's loads and stores and replaces its two exps by the 1-D solve, a
+   chain of dependent exps and divisions that no memory access overlaps. With ``t_v`` the
+   vanilla step, ``t_c`` its coefficients (:func:`double_sum_coefficients`) and ``t_s`` the
+   solve (:func:`implicit_step`), each timed alone on the states after one epoch of the
+   benchmark's own Implicit SGD run, the ratio can be at most ``t_v / (t_v − t_c + t_s)``; at
+   K = 10^5 (part 2), likewise, Implicit SGD can reach at most ``t_f / (t_f + t_s)`` of the
+   floor's speed (``t_f`` the floor's step).
 2. The same kernels at K = 10^2 and K = 10^5 with the same nnz (goal: ≥ 0.7×, the O(D) claim),
    each beside the floor of ``floors.sgd_access_epoch``: the loads and stores of the same steps
    (a CSR row, two rows of W read and written) without the arithmetic. At K = 10^5 (W is
@@ -34,11 +35,10 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from scipy.optimize import bisect, brentq
 from scipy.special import lambertw
 from sklearn.preprocessing import normalize
-
-from numba import njit
 
 from xclib import unbiased
 from xclib.unbiased_kernels import double_sum_coefficients, implicit_step
@@ -108,7 +108,7 @@ def _coefficients_all(zs, us, n_classes):
 
 def solve_and_coefficient_ns(X, y, rows, ks, sq, K, lr=1.0, reps=None):
     """Nanoseconds of one Implicit SGD solve and of one vanilla step's coefficients, alone,
-    on the states (z, ũ, ‖x‖²) the benchmark's Implicit SGD run meets in its second epoch."""
+    on the states (z, ũ, ‖x‖²) of the same steps after one epoch of Implicit SGD."""
     W = np.zeros((K, X.shape[1]))
     u = np.full(X.shape[0], math.log(K))
     beta = np.ones(K)
