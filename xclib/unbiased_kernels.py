@@ -129,6 +129,111 @@ def _w_refine(L, b, a):
     return b, a
 
 
+#: the w-space solver runs while ``a ≤ _W_SPACE_MAX_A``: there ``u = w − a`` keeps ~1e-15·|w|
+#: absolute precision; beyond it (rare in SGD, common in the extreme states of the tests) the
+#: u-space solver of :func:`implicit_step` takes over
+_W_SPACE_MAX_A = 8.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _exp_small(x):
+    """``e^x`` for ``|x| ≤ 1e-2``: its Taylor polynomial of degree 6 (relative error < 2e-17)."""
+    return 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (
+        1.0 / 120.0 + x * (1.0 / 720.0))))))
+
+
+@njit(cache=True, nogil=True)
+def _implicit_step_w(z, u_old, xx, lr, log_k1, tol):
+    """The default Implicit SGD solve (``xx > 0``): safeguarded Halley on (16) in ``w = u + a``.
+
+    With ``L0 = z + log(2η(K−1)‖x‖²)``, eq. (14) ``a e^a = e^{L0 − u}`` reads ``a = e^{L0 − w}``,
+    so ``w ↦ (a, u = w − a, e^{−u} = e^{a − w})`` costs two exps and no Lambert W, and (16)
+    becomes ``G(w) = η(1 − e^{−u}) − a/(2‖x‖²) + u − ũ``: increasing and concave in ``w``
+    (``G' = (1 + a)(1 + ηe^{−u}) + a/(2‖x‖²)``, ``G'' < 0``; derivatives in the code), with
+    the root of (16) at ``u = w − a``.
+
+    * Start: ``a₀ ≈ W₀(e^{L0 − ũ})`` (:func:`_w_start`'s approximations, within 5 %), then one
+      Newton step of (16) in ``u`` from ``ũ`` with that ``a₀``: on the states of an SGD run
+      this lands within ~1e-3 of the root.
+    * Halley steps inside a bracket, ``w* > max(0, min(ũ, z + log(K−1)))`` at first (``u* > 0``;
+      if ``u* < ũ``, (16) gives ``a* < 2η‖x‖²``, so ``w* > z + log(K−1)``; otherwise
+      ``w* ≥ u* ≥ ũ``), then the points where ``G`` changes sign; a step that leaves it
+      becomes bisection. By concavity a step from the left stays left of the root, and a
+      step from the right is bounded by the bracket.
+    * Stop when Halley's error after the step, ``(1 + a)·C·|s|³`` with
+      ``C = (G''/2G')² + |G'''/(6G')|``, is below ``ε(1 + |u|)/2``, or when the step or the
+      bracket is below ``ε(1 + |u|)``. A step ``|s| ≤ 4e-3`` updates ``a`` and ``e^{−u}`` by
+      :func:`_exp_small` instead of two exps.
+
+    Returns ``(a, A, u, n_evals, ok)``. ``ok`` is False (the caller then uses the u-space
+    solver) when ``a`` exceeds ``_W_SPACE_MAX_A``.
+    """
+    L0 = z + log_k1 + math.log(2.0 * lr * xx)
+    c2 = 0.5 / xx
+    L = L0 - u_old
+    if L > _W_SPACE_MAX_A + 2.5:  # then a₀ > _W_SPACE_MAX_A
+        return 0.0, 0.0, u_old, 0, False
+    if L < -2.5:
+        a0 = math.exp(L)
+        a0 *= 1.0 - a0
+    elif L > 2.5:
+        lL = math.log(L)
+        a0 = L - lL + lL / L
+    else:
+        p = _WPOLY
+        a0 = (((p[0] * L + p[1]) * L + p[2]) * L + p[3]) * L + p[4]
+    e0 = lr * math.exp(-u_old)
+    q0 = c2 * a0
+    # Newton in u: Δu = −h(ũ)/h'(ũ), h' = 1 + ηe^{−u} + (a/(2‖x‖²))/(1 + a); w moves by Δu/(1+a)
+    w = u_old + a0 - (lr - e0 - q0) / ((1.0 + e0) * (1.0 + a0) + q0)
+    lo, hi = max(0.0, min(u_old, z + log_k1)), math.inf  # w* > lo (see above)
+    if w <= lo:  # a long step predicted: start halfway from the bound to ũ + a₀ instead
+        w = 0.5 * (lo + max(lo, u_old + a0))
+    a = math.exp(L0 - w)
+    u = w - a
+    E = math.exp(-u)
+    n_evals = 0
+    for _ in range(200):
+        if a > _W_SPACE_MAX_A or E != E:
+            return a, a * c2, u, n_evals, False
+        G = lr * (1.0 - E) - c2 * a + u - u_old
+        n_evals += 1
+        if G == 0.0:
+            return a, a * c2, u, n_evals, True
+        if G < 0.0:
+            lo = w
+        else:
+            hi = w
+        opa = 1.0 + a
+        lE = lr * E
+        d1 = lE * opa + c2 * a + opa                         # G'
+        d2 = -lE * (opa * opa + a) - c2 * a - a               # G''
+        d3 = lE * (opa * (opa * opa + a) + a * (3.0 + 2.0 * a)) + c2 * a + a  # G'''
+        den = 2.0 * d1 * d1 - G * d2
+        s = 2.0 * G * d1 / den if den > d1 * d1 else G / d1  # Newton if Halley's is odd
+        wn = w - s
+        scale = tol * (1.0 + abs(u))
+        fast = lo < wn < hi or abs(s) * opa <= scale
+        if not fast:  # hi is finite here: from the left (G < 0) a step moves right
+            wn = 0.5 * (lo + hi)
+            s = w - wn
+        # Halley's error in u after the step, C|s|³(1 + a) ≤ ε(1 + |u|)/2, times 12G'² (no division)
+        small = (3.0 * d2 * d2 + 2.0 * abs(d3) * d1) * s * s * abs(s) * opa <= 6.0 * scale * d1 * d1
+        if (fast and (abs(s) * opa <= scale or small)) or hi - lo <= scale:
+            an = a * _exp_small(s) if abs(s) <= 4e-3 else math.exp(L0 - wn)
+            return an, an * c2, wn - an, n_evals, True
+        if abs(s) <= 4e-3 and abs(s) * opa <= 1e-2:  # a = e^{L0−w}, e^{−u} by Taylor
+            an = a * _exp_small(s)
+            E *= _exp_small(s + (an - a))
+            a = an
+        else:
+            a = math.exp(L0 - wn)
+            E = math.exp(a - wn)
+        w = wn
+        u = w - a
+    return a, a * c2, u, n_evals, True
+
+
 @njit(cache=True, nogil=True)
 def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     """Solve the Implicit SGD update (9) for one datapoint and one class (Appendix F.1).
@@ -140,8 +245,12 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     lr : float, η ; n_classes : int, K
     tol : float, ε of Proposition 4: the root is found to ``ε(1 + |u_i|)``
     newton : bool, False for plain bisection (the paper); True for Halley (Newton with the
-        second derivative) steps safeguarded by the same bracket: whenever a step leaves the
-        bracket it falls back to bisection, so it converges to the same root
+        second derivative) steps safeguarded by a bracket: whenever a step leaves the bracket
+        it falls back to bisection, so it converges to the same root. For ``‖x‖ > 0`` these
+        run in ``w = u + a`` (:func:`_implicit_step_w`: two exps per evaluation of (16), no
+        Lambert W, usually two evaluations), handing over to the u-space Halley
+        (:func:`_implicit_step_u`) when
+        ``a`` is large
 
     Returns
     -------
@@ -152,11 +261,24 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     ``[max(0, log(K−1) + z − 2η‖x‖²), ũ]``. Its width is at most
     ``|z − ũ| + 2η‖x‖² + log(2(K−1))``, so bisection needs ``log₂(width/ε)`` evaluations.
     ``h`` is increasing and concave (``h' ≥ 1``, ``h'' = −ηe^{−u} − A/(1+a)³``, ``|h''| < h'``), so
-    Newton-type steps are well behaved; Halley's step converges cubically, and the safeguarded
-    solver stops once ``|s|³ ≤ 0.1 ε(1 + |u|)``: typically two evaluations of (16) instead of
-    bisection's ~35. Each ``a(u) = W₀(e^{z−u+log c})`` is warm-started from the previous one
-    (:func:`_w_refine`: one exp per Halley iteration, none for ``|Δu| ≤ 1e-5``).
+    Newton-type steps are well behaved; Halley's step converges cubically. In ``u`` (bisection,
+    ``‖x‖ = 0``, and large ``a``) the safeguarded solver stops once ``|s|³ ≤ 0.1 ε(1 + |u|)``,
+    and each ``a(u) = W₀(e^{z−u+log c})`` is warm-started from the previous one
+    (:func:`_w_refine`: one exp per Halley iteration, none for ``|Δu| ≤ 1e-5``). Either way
+    Halley needs about two evaluations of (16) where bisection needs ~35.
     """
+    n_w = 0  # evaluations spent by the w-space solver before handing over
+    if newton and xx > 0.0:
+        a, A, u, n_w, ok = _implicit_step_w(z, u_old, xx, lr, math.log(n_classes - 1), tol)
+        if ok:
+            return a, A, u, n_w
+    return _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, n_w)
+
+
+@njit(cache=True, nogil=True)
+def _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, n_prior):
+    """:func:`implicit_step` in ``u``: the paper's bisection, or Halley with ``a(u)`` from the
+    warm-started Lambert W, on the F.1 bracket (``n_prior``: evaluations already spent)."""
     lk = math.log(n_classes - 1)
     if xx > 0.0:
         L0 = z + math.log(2.0 * lr * (n_classes - 1) * xx)  # L(u) = L0 − u
@@ -170,7 +292,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     u = u_old
     eu = math.exp(-u)
     h = lr * (1.0 - eu) - A  # h(ũ)
-    n_evals = 1
+    n_evals = 1 + n_prior
     if h == 0.0:
         return a, A, u, n_evals
     if h < 0.0:
@@ -312,6 +434,7 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
     evaluations of the derivative (16).
     """
     n_classes, evals = W.shape[0], 0
+    log_k1 = math.log(n_classes - 1)
     scale = np.ones(n_classes)
     for t in range(rows.shape[0]):
         i = rows[t]
@@ -329,7 +452,13 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
             # reads of the K-sized beta and scale: at large K each is another cache miss)
             z = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
             xx = sqnorm[i]
-        a, A, ui, ne = implicit_step(z, u[i], xx, lr, n_classes, tol, newton)
+        ok = False
+        if newton and xx > 0.0:  # implicit_step's default solver, with log(K − 1) hoisted
+            a, A, ui, ne, ok = _implicit_step_w(z, u[i], xx, lr, log_k1, tol)
+        else:
+            ne = 0
+        if not ok:
+            a, A, ui, ne = _implicit_step_u(z, u[i], xx, lr, n_classes, tol, newton, ne)
         evals += ne
         if sqnorm[i] > 0.0:  # w⁺ = s⁺(v ± (A/s) x), s⁺ = s/(1 + ρ)
             sparse_row_axpy(A / scale[yi] if alpha > 0.0 else A, idx, val, W[yi])
