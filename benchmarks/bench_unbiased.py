@@ -1,4 +1,5 @@
 """Steps per second of the chapter-1 kernels, as ratios measured in one run (no asserts).
+Each ratio compares the best of several epochs per kernel, the kernels taking turns.
 
     python benchmarks/bench_unbiased.py [--quick]
 
@@ -74,19 +75,22 @@ def kernels(X, y, rows, ks, sq, K, alpha=0.0):
     }
 
 
-REPS = 5  # best of REPS epochs per measurement (--quick: 3)
+REPS = 7  # best of REPS epochs per measurement (--quick: 5)
 
 
-def steps_per_second(fn, K, d, n, reps=None):
-    reps = reps or REPS
-    best = np.inf
-    for _ in range(reps):
-        W = np.full((K, d), 0.0)  # not np.zeros: untouched pages would fault inside the timing
-        u = np.full(n, math.log(K))
-        t = time.perf_counter()
-        fn(W, u)
-        best = min(best, time.perf_counter() - t)
-    return n / best
+def steps_per_second(fns, K, d, n, reps=None):
+    """Steps per second of each epoch kernel in ``fns`` (name → fn(W, u)): the best of
+    ``reps`` epochs each, the kernels taking turns within every round, so that a slow spell
+    of a shared machine falls on all of them alike."""
+    best = dict.fromkeys(fns, np.inf)
+    for _ in range(reps or REPS):
+        for name, fn in fns.items():
+            W = np.full((K, d), 0.0)  # not np.zeros: untouched pages would fault in the timing
+            u = np.full(n, math.log(K))
+            t = time.perf_counter()
+            fn(W, u)
+            best[name] = min(best[name], time.perf_counter() - t)
+    return {name: n / b for name, b in best.items()}
 
 
 @njit(cache=True)
@@ -164,7 +168,7 @@ def main():
     ap.add_argument("--json", help="also write the ratios to this JSON file")
     args = ap.parse_args()
     global REPS
-    REPS = 3 if args.quick else 5
+    REPS = 5 if args.quick else 7
     out = {}
     n = 20_000 if args.quick else 100_000
     d = 1000
@@ -178,7 +182,7 @@ def main():
     print("1. steps/s by method (K = 1000, D = 1000)")
     for nnz in (10, 200):
         X, y, rows, ks, sq = make(n, d, 1000, nnz)
-        sps = {name: steps_per_second(fn, 1000, d, n) for name, fn in kernels(X, y, rows, ks, sq, 1000).items()}
+        sps = steps_per_second(kernels(X, y, rows, ks, sq, 1000), 1000, d, n)
         line = ", ".join(f"{k} {v:,.0f}" for k, v in sps.items())
         print(f"   nnz={nnz}: {line}")
         solve_ns, coef_ns = solve_and_coefficient_ns(X, y, rows, ks, sq, 1000)
@@ -200,8 +204,7 @@ def main():
                   f"{name} / umax = {sps[name] / sps['umax']:.2f}   (goal ≥ 0.8; "
                   f"{ev:.1f} evaluations of (16) per step)")
 
-        ridge = {name: steps_per_second(fn, 1000, d, n)
-                 for name, fn in kernels(X, y, rows, ks, sq, 1000, 1e-4).items()}
+        ridge = steps_per_second(kernels(X, y, rows, ks, sq, 1000, 1e-4), 1000, d, n)
         out.update({f"nnz{nnz}_{k}_ridge_over_plain": ridge[k] / sps[k] for k in sps})
         print(f"   nnz={nnz}: with alpha = 1e-4 (row scales) / alpha = 0: "
               + ", ".join(f"{k} {ridge[k] / sps[k]:.2f}" for k in sps) + "   (goal ≈ 1: O(nnz))")
@@ -211,10 +214,11 @@ def main():
     res, floor = {}, {}
     for K in (100, 100_000):
         X, y, rows, ks, sq = make(n, d2, K, 10)
-        res[K] = {name: steps_per_second(fn, K, d2, n) for name, fn in kernels(X, y, rows, ks, sq, K).items()}
         access = lambda W, u: floors.sgd_access_epoch(X.indptr, X.indices, X.data, y, W, rows, ks)  # noqa: E731
         access(np.zeros((K, d2)), None)  # compile
-        floor[K] = steps_per_second(access, K, d2, n)
+        res[K] = steps_per_second({**kernels(X, y, rows, ks, sq, K), "floor": access},
+                                  K, d2, n)
+        floor[K] = res[K].pop("floor")
         if K == 100_000:   # Implicit SGD's ceiling there: the floor's step plus the solve
             solve_ns, _ = solve_and_coefficient_ns(X, y, rows, ks, sq, K)
             out["K1e5_solve_ns"] = solve_ns

@@ -587,3 +587,19 @@ def test_m_classes_per_step_learn_and_check_their_parameters(Est):
         Est(n_sampled=2, formulation="raman").fit(X, y)
     with pytest.raises(ValueError, match="class_sampling"):
         Est(class_sampling="some").fit(X, y)
+
+
+def test_both_newton_solvers_are_exercised_and_agree():
+    """The w-space Halley (the default, ``a ≤ 8``) and the u-space Halley it hands over to
+    (large ``a``) each solve many of the extreme states, to the bisection's root."""
+    from xclib.unbiased_kernels import _implicit_step_u, _implicit_step_w
+    took = {True: 0, False: 0}
+    for z, u, xx, lr, K in _extreme_states(3000, 12):
+        ok = _implicit_step_w(z, u, xx, lr, math.log(K - 1), 1e-13)[4]
+        took[ok] += 1
+        r_newton = implicit_step(z, u, xx, lr, K, 1e-13, True)[2]
+        r_u = _implicit_step_u(z, u, xx, lr, K, 1e-13, True, 0)[2]
+        r_bis = implicit_step(z, u, xx, lr, K, 1e-13, False)[2]
+        assert abs(r_newton - r_bis) <= 3e-13 * (1 + abs(r_bis))
+        assert abs(r_u - r_bis) <= 3e-13 * (1 + abs(r_bis))
+    assert took[True] > 300 and took[False] > 300
