@@ -324,3 +324,16 @@ def test_describe_table(mirror):
     row = df[(df.name == "a9a") & (df.split == "train")].iloc[0]
     assert row.found == "missing"  # the test file is not there
     assert set(df[df.name == "sector"].complete) == {"partial"}
+
+
+def test_newsgroups_keeps_the_most_frequent_words_ties_by_alphabet(monkeypatch):
+    """max_features keeps the most frequent training words; among words tied at the cut the
+    alphabetically first, so that the features do not depend on the CPU's sort."""
+    from xclib.datasets import _loaders as L
+    docs = ["bb bb aa cc", "cc dd aa", "ee bb", "ff"]  # bb 3, aa 2, cc 2, dd ee ff 1
+    y = np.zeros(len(docs), np.int64)
+    monkeypatch.setattr(L, "_newsgroups_text", lambda loc: (docs, y, docs, y, ["g"]))
+    for m, words in ((1, ["bb"]), (2, ["aa", "bb"]), (4, ["aa", "bb", "cc", "dd"]),
+                     (5, ["aa", "bb", "cc", "dd", "ee"]), (10, ["aa", "bb", "cc", "dd", "ee", "ff"])):
+        counter, keep, _ = L._newsgroups_vectorizer.__wrapped__(m, ())
+        assert list(counter.get_feature_names_out()[keep]) == words

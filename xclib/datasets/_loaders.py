@@ -215,18 +215,34 @@ def _newsgroups_text(loc):
 
 @functools.lru_cache(maxsize=8)
 def _newsgroups_vectorizer(max_features, loc):
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    """The word counter (fitted on the training posts), the columns kept and the TF-IDF weights.
+
+    The kept words are the ``max_features`` most frequent in the training posts, ties broken
+    by the words' alphabetical order, in alphabetical order. That is
+    ``TfidfVectorizer(max_features=...)`` except among tied words at the cut, where scikit-learn
+    follows ``np.argsort``'s unstable sort, whose order differs between CPUs (NumPy sorts with
+    AVX-512 where it can): at 10,000 words, 61 of them changed between two machines.
+    """
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer
 
     train_docs = _newsgroups_text(loc)[0]
-    return TfidfVectorizer(max_features=max_features, dtype=np.float64).fit(train_docs)
+    counter = CountVectorizer(dtype=np.int64)
+    counts = counter.fit_transform(train_docs)  # columns in alphabetical order
+    keep = np.arange(counts.shape[1])
+    if max_features is not None and max_features < counts.shape[1]:
+        freq = np.asarray(counts.sum(axis=0)).ravel()
+        keep = np.sort(np.argsort(-freq, kind="stable")[:max_features])
+    tfidf = TfidfTransformer().fit(counts[:, keep])
+    return counter, keep, tfidf
 
 
 @functools.lru_cache(maxsize=8)
 def _newsgroups(split, max_features, loc):
     tr_docs, tr_y, te_docs, te_y, _ = _newsgroups_text(loc)
-    vec = _newsgroups_vectorizer(max_features, loc)
+    counter, keep, tfidf = _newsgroups_vectorizer(max_features, loc)
     docs, y = (tr_docs, tr_y) if split == "train" else (te_docs, te_y)
-    return _freeze(vec.transform(docs), y.copy())
+    X = tfidf.transform(counter.transform(docs)[:, keep]).astype(np.float64)
+    return _freeze(X.tocsr(), y.copy())
 
 
 def load_newsgroups(split, loc, max_features=10000):
