@@ -276,7 +276,7 @@ def test_newton_and_bisection_find_the_same_root(tol):
 
 
 def test_default_solver_needs_few_evaluations():
-    """On the states an SGD run meets (small moves of u), Halley needs ~2 evaluations of (16)."""
+    """On the states an SGD run meets (moves of u up to ~1), Halley needs 1-2 evaluations of (16)."""
     rng = np.random.default_rng(10)
     n = []
     for _ in range(2000):
@@ -284,7 +284,7 @@ def test_default_solver_needs_few_evaluations():
         u = math.log(1000) + rng.normal(0, 0.5)
         lr = 10 ** rng.uniform(-3, 1)
         n.append(implicit_step(z, u, rng.uniform(0.5, 1.0), lr, 1000, 1e-10, True)[3])
-    assert np.mean(n) <= 3 and max(n) <= 6
+    assert np.mean(n) <= 2 and max(n) <= 6
 
 
 def test_warm_started_lambert_w_matches_scipy():

@@ -301,8 +301,8 @@ class ImplicitSGD(_DoubleSumSGD):
     """ + _SHARED_DOC + """\
     tol : float ≥ 0, ε: the root ``u_i`` is found to ``ε(1 + u_i)`` (0: round-off)
     solver : "newton" (default: Halley steps in ``u_i + a``, two exps per evaluation of (16),
-        safeguarded by a bracket, bisection whenever a step leaves it; about 2 evaluations per
-        step) or "bisection" (the paper's method on the F.1 bracket, about 35 evaluations at
+        safeguarded by a bracket, bisection whenever a step leaves it; one or two evaluations
+        per step) or "bisection" (the paper's method on the F.1 bracket, about 35 evaluations at
         ε = 1e-10). Both find the same root to ~ε.
 
     Attributes

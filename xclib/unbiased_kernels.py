@@ -153,8 +153,8 @@ def _implicit_step_w(z, u_old, xx, lr, log_k1, tol):
     the root of (16) at ``u = w − a``.
 
     * Start: ``a₀ ≈ W₀(e^{L0 − ũ})`` (:func:`_w_start`'s approximations, within 5 %), then one
-      Newton step of (16) in ``u`` from ``ũ`` with that ``a₀``: on the states of an SGD run
-      this lands within ~1e-3 of the root.
+      Halley step of (16) in ``u`` from ``ũ`` with that ``a₀``: on the states of an SGD run
+      this lands within ~1e-3 of the root, and one evaluation of (16) usually suffices.
     * Halley steps inside a bracket, ``w* > max(0, min(ũ, z + log(K−1)))`` at first (``u* > 0``;
       if ``u* < ũ``, (16) gives ``a* < 2η‖x‖²``, so ``w* > z + log(K−1)``; otherwise
       ``w* ≥ u* ≥ ũ``), then the points where ``G`` changes sign; a step that leaves it
@@ -182,10 +182,18 @@ def _implicit_step_w(z, u_old, xx, lr, log_k1, tol):
     else:
         p = _WPOLY
         a0 = (((p[0] * L + p[1]) * L + p[2]) * L + p[3]) * L + p[4]
+    # one Halley step of (16) in u from ũ with that a₀: h(ũ) = η(1 − e^{−ũ}) − a₀/(2‖x‖²),
+    # h' = 1 + ηe^{−u} + A/(1 + a), h'' = −ηe^{−u} − A/(1 + a)³ (A = a/(2‖x‖²)); then
+    # w = u + a(u) to second order in Δu (a' = −a/(1 + a), a'' = a/(1 + a)³)
     e0 = lr * math.exp(-u_old)
     q0 = c2 * a0
-    # Newton in u: Δu = −h(ũ)/h'(ũ), h' = 1 + ηe^{−u} + (a/(2‖x‖²))/(1 + a); w moves by Δu/(1+a)
-    w = u_old + a0 - (lr - e0 - q0) / ((1.0 + e0) * (1.0 + a0) + q0)
+    r0 = 1.0 / (1.0 + a0)
+    h0 = lr - e0 - q0
+    dh0 = 1.0 + e0 + q0 * r0
+    d2h0 = -e0 - q0 * r0 * r0 * r0
+    den0 = 2.0 * dh0 * dh0 - h0 * d2h0
+    du0 = -2.0 * h0 * dh0 / den0 if den0 > dh0 * dh0 else -h0 / dh0
+    w = u_old + a0 + du0 * r0 + 0.5 * a0 * r0 * r0 * r0 * du0 * du0
     lo, hi = max(0.0, min(u_old, z + log_k1)), math.inf  # w* > lo (see above)
     if w <= lo:  # a long step predicted: start halfway from the bound to ũ + a₀ instead
         w = 0.5 * (lo + max(lo, u_old + a0))
@@ -248,7 +256,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
         second derivative) steps safeguarded by a bracket: whenever a step leaves the bracket
         it falls back to bisection, so it converges to the same root. For ``‖x‖ > 0`` these
         run in ``w = u + a`` (:func:`_implicit_step_w`: two exps per evaluation of (16), no
-        Lambert W, usually two evaluations), handing over to the u-space Halley
+        Lambert W, usually one evaluation), handing over to the u-space Halley
         (:func:`_implicit_step_u`) when
         ``a`` is large
 
@@ -265,7 +273,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     ``‖x‖ = 0``, and large ``a``) the safeguarded solver stops once ``|s|³ ≤ 0.1 ε(1 + |u|)``,
     and each ``a(u) = W₀(e^{z−u+log c})`` is warm-started from the previous one
     (:func:`_w_refine`: one exp per Halley iteration, none for ``|Δu| ≤ 1e-5``). Either way
-    Halley needs about two evaluations of (16) where bisection needs ~35.
+    Halley needs one to three evaluations of (16) where bisection needs ~35.
     """
     n_w = 0  # evaluations spent by the w-space solver before handing over
     if newton and xx > 0.0:
