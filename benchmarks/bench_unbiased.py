@@ -24,6 +24,26 @@ Each ratio compares the best of several epochs per kernel, the kernels taking tu
    update (dense rows of W, scipy.special.lambertw, scipy.optimize.bisect or brentq on the same
    bracket; goal: ≥ 100× faster). xclib default vs NumPy+brentq (the authors' own solver) is the
    headline; the bisection-vs-bisection ratio is printed too.
+
+Profile of the solve (issue 17 item 2; K = D = 1000, nnz = 10, the states of part 1's run)
+----------------------------------------------------------------------------------------------
+A vanilla step at nnz = 10 reads 2 × 10 entries of two random rows of W (8 MB, from L3) and
+writes them back: 140-290 ns on this shared machine, mostly waiting for those loads; its
+coefficients (two exps) take 9-12 ns. The Implicit step makes the same loads and stores and
+puts the 1-D solve between the dots and the axpys, where nothing overlaps it.
+
+* Before: Halley in u, each evaluation of (16) a warm-started Lambert W (1-2 exps) plus
+  e^{-u}, two evaluations a step, the bracket's softplus and two logs: 168 ns a solve
+  (throughput, one solve after another), 2.0 evaluations.
+* After (:func:`xclib.unbiased_kernels._implicit_step_w`): Halley in w = u + a, where
+  eq. (14) is a = e^{L0 − w}, so an evaluation is two exps; the start is one Halley step in u
+  from ũ with a₀ from a quartic, within ~1e-3 of the root, and Halley's error bound stops
+  after one evaluation: 69-75 ns (throughput), 84 ns as a chain of dependent solves,
+  1.0 evaluations. What is left on the critical path: the quartic, two divisions of the
+  start, two dependent exps, the Halley division and a Taylor update of a.
+* The Implicit/vanilla ceiling is t_v / (t_v − t_c + t_s) = 0.75-0.81 for vanilla steps of
+  200-340 ns; measured 0.61-0.73 (the goal is 0.8). At nnz = 200 measured 0.88-0.93
+  (goal 0.9), at K = 10^5 0.69-0.72 of the floor's speed (goal 0.67).
 """
 from __future__ import annotations
 
