@@ -603,3 +603,9 @@ def test_both_newton_solvers_are_exercised_and_agree():
         assert abs(r_newton - r_bis) <= 3e-13 * (1 + abs(r_bis))
         assert abs(r_u - r_bis) <= 3e-13 * (1 + abs(r_bis))
     assert took[True] > 300 and took[False] > 300
+
+
+def test_small_exponential_matches_math_exp():
+    from xclib.unbiased_kernels import _exp_small
+    for x in np.r_[np.linspace(-1e-2, 1e-2, 4001), 0.0, 1e-300, -1e-300]:
+        assert abs(_exp_small(x) - math.exp(x)) <= 4e-16 * math.exp(x)
