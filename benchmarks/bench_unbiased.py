@@ -38,12 +38,12 @@ puts the 1-D solve between the dots and the axpys, where nothing overlaps it.
 * After (:func:`xclib.unbiased_kernels._implicit_step_w`): Halley in w = u + a, where
   eq. (14) is a = e^{L0 − w}, so an evaluation is two exps; the start is one Halley step in u
   from ũ with a₀ from a quartic, within ~1e-3 of the root, and Halley's error bound stops
-  after one evaluation: 69-75 ns (throughput), 84 ns as a chain of dependent solves,
-  1.0 evaluations. What is left on the critical path: the quartic, two divisions of the
-  start, two dependent exps, the Halley division and a Taylor update of a.
-* The Implicit/vanilla ceiling is t_v / (t_v − t_c + t_s) = 0.75-0.81 for vanilla steps of
-  200-340 ns; measured 0.61-0.73 (the goal is 0.8). At nnz = 200 measured 0.88-0.93
-  (goal 0.9), at K = 10^5 0.69-0.72 of the floor's speed (goal 0.67).
+  after one evaluation: 65-71 ns (throughput), 74 ns as a chain of dependent solves,
+  1.0 evaluations. What is left on the critical path (~200 cycles): the quartic, the start's
+  algebra and one division, two dependent exps, the Halley division and a Taylor update of a.
+* The Implicit/vanilla ceiling is t_v / (t_v − t_c + t_s) = 0.75-0.82 for vanilla steps of
+  200-340 ns; measured 0.61-0.74 (the goal is 0.8). At nnz = 200 measured 0.88-0.99
+  (goal 0.9), at K = 10^5 0.69-0.76 of the floor's speed (goal 0.67).
 """
 from __future__ import annotations
 
