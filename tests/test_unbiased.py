@@ -276,7 +276,7 @@ def test_newton_and_bisection_find_the_same_root(tol):
 
 
 def test_default_solver_needs_few_evaluations():
-    """On the states an SGD run meets (moves of u up to ~1), Halley needs 1-2 evaluations of (16)."""
+    """On the states an SGD run meets (moves of u up to ~1), Halley needs 1-2 evaluations."""
     rng = np.random.default_rng(10)
     n = []
     for _ in range(2000):

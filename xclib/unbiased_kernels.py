@@ -130,8 +130,8 @@ def _w_refine(L, b, a):
 
 
 #: the w-space solver runs while ``a ≤ _W_SPACE_MAX_A``: there ``u = w − a`` keeps ~1e-15·|w|
-#: absolute precision; beyond it (rare in SGD, common in the extreme states of the tests) the
-#: u-space solver of :func:`implicit_step` takes over
+#: absolute precision; beyond it (rare in SGD, common in the extreme states of the tests)
+#: :func:`_implicit_step_u` takes over
 _W_SPACE_MAX_A = 8.0
 
 
@@ -155,7 +155,7 @@ def _implicit_step_w(z, u_old, xx, lr, log_k1, tol):
     (``G' = (1 + a)(1 + ηe^{−u}) + a/(2‖x‖²)``, ``G'' < 0``; derivatives in the code), with
     the root of (16) at ``u = w − a``.
 
-    * Start: ``a₀ ≈ W₀(e^{L0 − ũ})`` (:func:`_w_start`'s approximations, within 5 %), then one
+    * Start: ``a₀ ≈ W₀(e^{L0 − ũ})`` from :func:`_w_start` (within 5 %), then one
       Halley step of (16) in ``u`` from ``ũ`` with that ``a₀``: on the states of an SGD run
       this lands within ~1e-3 of the root, and one evaluation of (16) usually suffices.
     * Halley steps inside a bracket, ``w* > max(0, min(ũ, z + log(K−1)))`` at first (``u* > 0``;
@@ -176,15 +176,7 @@ def _implicit_step_w(z, u_old, xx, lr, log_k1, tol):
     L = L0 - u_old
     if L > _W_SPACE_MAX_A + 2.5:  # then a₀ > _W_SPACE_MAX_A
         return 0.0, 0.0, u_old, 0, False
-    if L < -2.5:
-        a0 = math.exp(L)
-        a0 *= 1.0 - a0
-    elif L > 2.5:
-        lL = math.log(L)
-        a0 = L - lL + lL / L
-    else:
-        p = _WPOLY
-        a0 = (((p[0] * L + p[1]) * L + p[2]) * L + p[3]) * L + p[4]
+    a0 = _w_start(L)[1]
     # one Halley step of (16) in u from ũ with that a₀: h(ũ) = η(1 − e^{−ũ}) − a₀/(2‖x‖²),
     # h' = 1 + ηe^{−u} + A/(1 + a), h'' = −ηe^{−u} − A/(1 + a)³ (A = a/(2‖x‖²)); then
     # w = u + a(u) to second order in Δu (a' = −a/(1 + a), a'' = a/(1 + a)³). With P = 1 + a₀,
@@ -264,8 +256,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
         it falls back to bisection, so it converges to the same root. For ``‖x‖ > 0`` these
         run in ``w = u + a`` (:func:`_implicit_step_w`: two exps per evaluation of (16), no
         Lambert W, usually one evaluation), handing over to the u-space Halley
-        (:func:`_implicit_step_u`) when
-        ``a`` is large
+        (:func:`_implicit_step_u`) when ``a`` is large
 
     Returns
     -------
