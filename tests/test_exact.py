@@ -226,3 +226,113 @@ def test_lbfgs_matches_a_quadratic_minimiser():
     # ‖x − x*‖ ≤ ‖g‖ / λ_min(H)
     err = np.linalg.norm(res["x"] - np.linalg.solve(H, c))
     assert err <= np.linalg.norm(res["jac"]) / np.linalg.eigvalsh(H)[0] * (1 + 1e-6)
+
+
+def _correlated_counts(n=800, d=40, k=5, seed=3):
+    """Non-negative, row-normalised features with a dominant mean direction (like pixels or
+    word counts): the second moment has a few large eigenvalues and a long tail."""
+    rng = np.random.default_rng(seed)
+    base = rng.gamma(2.0, 1.0, size=d)
+    X = rng.poisson(base * rng.gamma(5.0, 0.2, size=(n, 1)) * rng.uniform(0.5, 1.5, (n, d)))
+    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    W = rng.normal(size=(k, d)) * 4
+    y = np.argmax(X @ W.T + rng.gumbel(size=(n, k)), axis=1)
+    return sp.csr_matrix(X), y
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_top_eigenpairs_match_a_dense_eigendecomposition(intercept):
+    from xclib.exact import top_eigenpairs
+    rng = np.random.default_rng(4)
+    n, d = 500, 40  # a spectrum decaying by 0.6 a step: the subspace iteration converges fast
+    U = np.linalg.qr(rng.normal(size=(n, d)))[0]
+    V = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    A = (U * 0.6 ** np.arange(d)) @ V.T * np.sqrt(n)
+    X = sp.csr_matrix(A)
+    if intercept:
+        A = np.hstack([A, np.ones((n, 1))])
+    lam_ref, vec_ref = np.linalg.eigh(A.T @ A / n)
+    lam_ref, vec_ref = lam_ref[::-1], vec_ref[:, ::-1]
+    lam, Q = top_eigenpairs(X, 4, intercept=intercept)
+    assert lam.shape == (5,) and Q.shape == (A.shape[1], 4)
+    np.testing.assert_allclose(lam, lam_ref[:5], rtol=1e-6)
+    np.testing.assert_allclose(np.abs(Q.T @ vec_ref[:, :4]), np.eye(4), atol=1e-5)
+    X, _ = _correlated_counts()
+    # the whole space: exact (rank clipped to width − 1)
+    lam_all, Q_all = top_eigenpairs(X[:, :6], 10)
+    ref6 = np.linalg.eigvalsh((X[:, :6].T @ X[:, :6]).toarray() / X.shape[0])[::-1]
+    assert Q_all.shape == (6, 5)
+    np.testing.assert_allclose(lam_all, ref6, rtol=1e-10)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_feature_preconditioner_is_the_inverse_of_its_matrix(intercept):
+    from xclib.exact import feature_preconditioner, top_eigenpairs
+    X, _ = _correlated_counts(d=12)
+    k, d, alpha = 3, 12, 1e-3
+    apply = feature_preconditioner(X, k, alpha, intercept=intercept, rank=4)
+    lam, Q = top_eigenpairs(X, 4, intercept=intercept)
+    tau = 2.0 * k * alpha
+    width = d + intercept
+    M = Q @ np.diag(lam[:-1] + tau) @ Q.T + (lam[-1] + tau) * (np.eye(width) - Q @ Q.T)
+    v = np.random.default_rng(0).normal(size=k * width)
+    # θ = [W.ravel(), b]: per class the weights of the augmented row [x, 1]
+    V = v[:k * d].reshape(k, d)
+    if intercept:
+        V = np.hstack([V, v[k * d:, None]])
+    ref = np.linalg.solve(M, V.T).T
+    want = np.concatenate([ref[:, :d].ravel(), ref[:, d]]) if intercept else ref.ravel()
+    np.testing.assert_allclose(apply(v), want, rtol=1e-10, atol=1e-12)
+    assert feature_preconditioner(sp.csr_matrix((5, 4)), 2, 1e-3) is None  # C = 0
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_curvature_at_zero_is_the_hessian_quadratic_form(intercept):
+    from xclib.exact import _curvature_at_zero
+    X, y = _correlated_counts(n=60, d=7, k=4)
+    k, d, n, alpha = 4, 7, 60, 0.05
+    size = k * d
+    curvature = _curvature_at_zero(X, k, alpha)
+    direction = np.random.default_rng(2).normal(size=size + (k if intercept else 0))
+
+    def grad(theta):
+        b = theta[size:] if intercept else None
+        _, g, gb = softmax_objective(theta[:size].reshape(k, d), X, y, alpha * n, b)
+        return np.concatenate([g.ravel(), gb]) / n if intercept else g.ravel() / n
+
+    eps = 1e-5
+    fd = direction @ (grad(eps * direction) - grad(-eps * direction)) / (2 * eps)
+    assert curvature(direction) == pytest.approx(fd, rel=1e-7)
+
+
+def test_lbfgs_with_the_exact_hessian_as_preconditioner_takes_newton_steps():
+    from xclib.exact import lbfgs
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(30, 30))
+    H = A @ A.T + np.diag(np.logspace(-2, 3, 30))
+    c = rng.normal(size=30)
+
+    def fun(x):
+        g = H @ x - c
+        return 0.5 * x @ (g - c), g
+
+    res = lbfgs(fun, np.zeros(30), gtol=1e-8, ftol=0.0, precondition=lambda v: np.linalg.solve(H, v),
+                curvature=lambda d: d @ H @ d)
+    assert res["success"] and res["nit"] == 1 and res["nfev"] == 1 + 1
+    np.testing.assert_allclose(res["x"], np.linalg.solve(H, c), rtol=1e-10)
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_preconditioned_fit_reaches_the_same_optimum_in_fewer_evaluations(monkeypatch,
+                                                                           fit_intercept):
+    import xclib.exact as exact
+    X, y = _correlated_counts()
+    alpha = 1.0 / X.shape[0]
+    ours = SoftmaxRegression(alpha=alpha, fit_intercept=fit_intercept, tol=1e-8).fit(X, y)
+    monkeypatch.setattr(exact, "feature_preconditioner", lambda *a, **kw: None)
+    monkeypatch.setattr(exact, "_curvature_at_zero", lambda *a, **kw: None)
+    plain = SoftmaxRegression(alpha=alpha, fit_intercept=fit_intercept, tol=1e-8).fit(X, y)
+    assert ours.converged_ and plain.converged_
+    assert ours.objective_ == pytest.approx(plain.objective_, rel=1e-10)
+    np.testing.assert_allclose(ours.predict_proba(X), plain.predict_proba(X), atol=1e-5)
+    assert ours.n_fev_ < 0.7 * plain.n_fev_, (ours.n_fev_, plain.n_fev_)

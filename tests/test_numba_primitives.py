@@ -126,3 +126,31 @@ def test_softplus_log_sigmoid_logaddexp_match_numpy_without_overflow():
             assert abs(logaddexp(a, b) - np.logaddexp(a, b)) <= 1e-14 * max(1.0, abs(a), abs(b))
     assert logaddexp(-np.inf, 3.0) == 3.0 and logaddexp(2.0, -np.inf) == 2.0
     assert logaddexp(-np.inf, -np.inf) == -np.inf
+
+
+def test_exp_shifted_is_within_one_ulp_of_libm():
+    from xclib._numba import exp_shifted
+    rng = np.random.default_rng(0)
+    s = np.concatenate([
+        -np.abs(rng.standard_normal(20_000)) * 50,
+        [0.0, -0.0, -1e-300, -1e-17, -0.5 * np.log(2), -np.log(2), -1.0, -700.0, -708.0],
+        -rng.uniform(0.0, 708.0, 20_000)]) + 3.25  # shifted by the maximum m = 3.25
+    s[0] = 3.25
+    ref = np.exp(s - 3.25)
+    out = s.copy()
+    total = exp_shifted(out, 3.25, np.empty(s.shape[0], dtype=np.int64))
+    np.testing.assert_allclose(out, ref, rtol=2.3e-16, atol=0)
+    assert total == pytest.approx(ref.sum(), rel=1e-13)  # summed in order, not pairwise
+    assert np.mean(out == ref) > 0.8
+    low = np.array([0.0, -708.5, -745.0, -1e6, -np.inf])
+    exp_shifted(low, 0.0, np.empty(5, dtype=np.int64))
+    assert low[0] == 1.0 and np.all((low[1:] >= 0.0) & (low[1:] < 1e-307))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 63, 1000])
+def test_dense_dot8_matches_numpy(n):
+    from xclib._numba import dense_dot8
+    rng = np.random.default_rng(n)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    assert dense_dot8(a, b) == pytest.approx(float(a @ b), rel=1e-13, abs=1e-13)
+    assert dense_dot8(a, a) == pytest.approx(float(a @ a), rel=1e-13, abs=0.0)
