@@ -10,8 +10,9 @@ storage order, ``floors.row_pass_seconds``: every evaluation of the objective an
 must read each non-zero at least once), both objective values (the same function,
 :func:`softmax_objective`, at both solutions) and the largest difference of predicted
 probabilities on the test split; then, per thread setting, the median wall time of each over
-``--repeat`` runs and the median of the per-run ratios sklearn/xclib against the goal of 2x (solvers and thread settings interleaved within each run, so that a
-ratio compares runs made under the same load of a shared machine).
+``--repeat`` runs and the median of the per-run ratios sklearn/xclib against the goal of 2x
+(solvers and thread settings interleaved within each run, so that a ratio compares runs made
+under the same load of a shared machine).
 Thread settings: ``default`` (as installed: OpenBLAS and OpenMP threads on every core) and ``1``
 (``threadpoolctl`` limits both to one thread: the algorithms, without the machine's load).
 

@@ -316,8 +316,8 @@ def test_lbfgs_with_the_exact_hessian_as_preconditioner_takes_newton_steps():
         g = H @ x - c
         return 0.5 * x @ (g - c), g
 
-    res = lbfgs(fun, np.zeros(30), gtol=1e-8, ftol=0.0, precondition=lambda v: np.linalg.solve(H, v),
-                curvature=lambda d: d @ H @ d)
+    res = lbfgs(fun, np.zeros(30), gtol=1e-8, ftol=0.0,
+                precondition=lambda v: np.linalg.solve(H, v), curvature=lambda d: d @ H @ d)
     assert res["success"] and res["nit"] == 1 and res["nfev"] == 1 + 1
     np.testing.assert_allclose(res["x"], np.linalg.solve(H, c), rtol=1e-10)
 

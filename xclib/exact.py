@@ -34,8 +34,8 @@ from ._numba import dense_dot, dense_dot8, exp_shifted
 from .base import ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr
 from .metrics import BLOCK_ENTRIES
 
-__all__ = ["FUSED_MIN_K", "PRECONDITIONER_RANK", "SoftmaxRegression", "feature_preconditioner", "lbfgs",
-           "row_scale", "softmax_objective", "top_eigenpairs"]
+__all__ = ["FUSED_MIN_K", "PRECONDITIONER_RANK", "SoftmaxRegression", "feature_preconditioner",
+           "lbfgs", "row_scale", "softmax_objective", "top_eigenpairs"]
 
 #: Classes from which the fused numba pass beats SciPy's two CSR products (measured on
 #: Bibtex, K = 146: 1.3-1.9x; on MNIST, K = 10, SciPy's kernels are 1.4x faster).
@@ -333,7 +333,7 @@ def top_eigenpairs(X, rank, intercept=False, oversample=5, power_iters=2, seed=0
     rounds of ``A``, ``Aᵀ`` with re-orthonormalisation, then the SVD of the small projection.
 
     Returns ``(lam, Q)``: ``lam`` the ``rank + 1`` largest eigenvalue estimates in decreasing
-    order (the last one bounds the rest of the spectrum from about), ``Q`` (D', rank) the
+    order (the last one bounds the rest of the spectrum from above), ``Q`` (D', rank) the
     eigenvectors of the first ``rank``. Costs ``2·(power_iters + 1)`` products of ``X`` with
     ``rank + oversample`` columns. ``rank`` is clipped to ``min(D', N) − 1``.
     """
