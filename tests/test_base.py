@@ -162,3 +162,38 @@ def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DivergenceWarning)
         check(estimator)
+
+
+class _Swinging(FullBatchGD):
+    """A script of weights: zero (the start's loss, log K), a blow-up, zero again."""
+
+    def __init__(self, learning_rate=1.0, n_epochs=3, random_state=None, verbose=0,
+                 script=(0.0, 1e3, 0.0)):
+        super().__init__(learning_rate, n_epochs, random_state, verbose)
+        self.script = script
+
+    def _init_state(self, X, y, rng):
+        return _GDState(W=np.zeros((self.classes_.shape[0], X.shape[1])))
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        state.W[:] = 0.0
+        state.W[0, :] = self.script[epoch]
+
+
+def test_a_fit_that_never_beats_its_start_warns():
+    X, y = _data()
+    # a single blow-up between two rounds at the start: the 2-round patience misses it, the
+    # end-of-fit check does not (the weights learned nothing)
+    with pytest.warns(DivergenceWarning, match="never below its start"):
+        m = _Swinging().fit(X, y)
+    assert m.diverged_ and np.all(m.coef_ == 0.0)
+    # no blow-up, no progress: the weights are kept, with a warning
+    from sklearn.exceptions import ConvergenceWarning
+    with pytest.warns(ConvergenceWarning, match="stayed exactly"):
+        m = _Swinging(script=(0.0, 0.0, 0.0)).fit(X, y)
+    assert not m.diverged_ and m.n_epochs_ == 3
+    # an ordinary fit: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = FullBatchGD(n_epochs=3, random_state=0).fit(X, y)
+    assert not m.diverged_

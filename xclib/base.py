@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-exported)
 from sklearn.utils.multiclass import check_classification_targets
@@ -209,6 +210,24 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
         return pos.astype(np.int64)
 
 
+def _no_progress(est, start_loss, first_above, limit, moved):
+    """A fit whose loss never went below its start: diverged if some round blew up (the
+    weights swung between a blow-up and the start); a warning if no round changed the loss
+    at all (the weights never moved, or collapsed back to the start). A loss that moved but
+    stayed above the start is no finding: on data without signal the start is near optimal."""
+    if first_above is not None:
+        est._diverge(first_above, f"loss above {limit:.4g} ({est._divergence_factor:g}× its "
+                                  f"start) and never below its start {start_loss:.4g}")
+    elif not moved:
+        warnings.warn(
+            f"{type(est).__name__}: in {est.n_epochs_} round(s) the training loss stayed "
+            f"exactly at its value at the starting weights ({start_loss:.4g}): the weights did "
+            "not move, or collapsed back to zero (typically a learning rate so large that the "
+            "ridge's proximal shrink wipes out the rows each step touches, or a ridge alpha "
+            "that dominates features this small)",
+            ConvergenceWarning, stacklevel=3)
+
+
 class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
     """Base of the stochastic methods: the epoch loop, history, progress bar, divergence.
 
@@ -225,7 +244,10 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
 
     * the weights or the loss stop being finite, or
     * the loss exceeds ``_divergence_factor · max(|L0|, 1)`` for ``_divergence_patience``
-      consecutive rounds, or in the last round of the fit.
+      consecutive rounds, or in the last round of the fit, or
+    * (at the end) the loss exceeded that limit in some round and never went below ``L0``.
+
+    A loss exactly ``L0`` in every round (weights that never moved) warns, keeping them.
 
     (10× and 2 rounds by default: the softmax loss at W = 0 is log K, so a loss ten times
     that is worse than predicting nothing.) ``coef_`` then holds the weights of the round with
@@ -272,6 +294,7 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
         best_loss, _ = self._history_metrics(coef, intercept, X, y_enc)
         limit = self._divergence_factor * max(abs(best_loss), 1.0) if np.isfinite(best_loss) \
             else np.inf
+        start_loss, first_above = best_loss, None
         above = 0
         elapsed = 0.0
         bar = _progress(n_rounds, type(self).__name__, self.verbose)
@@ -289,6 +312,8 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
                     self._diverge(epoch, "non-finite weights or loss")
                     break
                 above = above + 1 if loss > limit else 0
+                if above and first_above is None:
+                    first_above = epoch
                 if above:
                     last = epoch + 1 == n_rounds
                     if above >= self._divergence_patience or last:
@@ -313,6 +338,9 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
         finally:
             if bar is not None:
                 bar.close()
+        if not self.diverged_ and self.n_epochs_ and not best_loss < start_loss:
+            _no_progress(self, start_loss, first_above, limit,
+                         any(v != start_loss for v in self.history_["train_loss"]))
         if self.diverged_:
             self.coef_, self.intercept_ = best
         else:
