@@ -383,7 +383,7 @@ def feature_preconditioner(X, k, alpha, intercept=False, rank=None, seed=0):
     (the mean direction alone) 29-31 and 63-65; ``τ`` from ``αK/2`` to ``8αK`` gave 31-32 on
     MNIST and 23-30 on Bibtex (best at ``2αK`` and ``4αK``).
     """
-    n, d = X.shape
+    d = X.shape[1]
     lam, q = top_eigenpairs(X, PRECONDITIONER_RANK if rank is None else rank,
                             intercept=intercept, seed=seed)
     if not (lam.size >= 2 and lam[0] > 0.0):
