@@ -28,7 +28,7 @@ Each ratio compares the best of several epochs per kernel, the kernels taking tu
 Profile of the solve (issue 17 item 2; K = D = 1000, nnz = 10, the states of part 1's run)
 ----------------------------------------------------------------------------------------------
 A vanilla step at nnz = 10 reads 2 × 10 entries of two random rows of W (8 MB, from L3) and
-writes them back: 140-290 ns on this shared machine, mostly waiting for those loads; its
+writes them back: 140-440 ns on this shared machine, mostly waiting for those loads; its
 coefficients (two exps) take 9-12 ns. The Implicit step makes the same loads and stores and
 puts the 1-D solve between the dots and the axpys, where nothing overlaps it.
 
@@ -41,9 +41,26 @@ puts the 1-D solve between the dots and the axpys, where nothing overlaps it.
   after one evaluation: 65-71 ns (throughput), 74 ns as a chain of dependent solves,
   1.0 evaluations. What is left on the critical path (~200 cycles): the quartic, the start's
   algebra and one division, two dependent exps, the Halley division and a Taylor update of a.
-* The Implicit/vanilla ceiling is t_v / (t_v − t_c + t_s) = 0.75-0.82 for vanilla steps of
-  200-340 ns; measured 0.61-0.74 (the goal is 0.8). At nnz = 200 measured 0.88-0.99
-  (goal 0.9), at K = 10^5 0.69-0.76 of the floor's speed (goal 0.67).
+* The Implicit/vanilla ceiling is t_v / (t_v − t_c + t_s) = 0.75-0.86 for vanilla steps of
+  200-440 ns; measured 0.61-0.85 (the goal is 0.8): the slower the machine's memory at the
+  time, the higher both. At nnz = 200 measured 0.88-0.99 (goal 0.9), at K = 10^5 0.69-0.76
+  of the floor's speed (goal 0.67).
+* Cost by stage of the solve, as a chain of dependent solves / one solve after another (ns,
+  the states of a first epoch): to a₀ (the log of 2η‖x‖² and the quartic) 16 / 11, the
+  start's Halley step 32 / 22, the first exp 41 / 30, the second 52 / 39, the Halley step
+  and the Taylor update 69 / 65. Inside an epoch a step pays the throughput: in cache
+  (K = 100, N = 10⁴) a vanilla step takes ~100 ns and an Implicit step ~160.
+* Tried and not kept (A/B in one process, the variants' epochs taking turns, median of
+  21-30 rounds, K = D = 1000 and in cache): evaluating (16) first at the point where
+  a = a₁ (a(u₁) to second order; there w = L0 − log a₁ and e^{−u} = a₁e^{a₁}e^{−L0}, a log
+  and an exp side by side instead of two exps in a row), FMA contraction and Estrin's
+  scheme for the quartic cut the chain from 73 to 58 ns on a trained model's states (69 to
+  64 on a first epoch's) but left the throughput at 64 ns and the epoch as it was
+  (Implicit/vanilla 0.851 against 0.852); inline approximations in place of the two calls
+  that only feed the start (the log, e^{−ũ}) saved 1.7 ns of throughput and 4 ns a step in
+  cache, nothing with W in memory; inlining the solve into the epoch, nothing; reading the
+  next step's dots before this step's solve, or gathering 8 steps' dots at once (and the
+  same for vanilla), made both kernels slower.
 """
 from __future__ import annotations
 
