@@ -35,7 +35,7 @@ puts the 1-D solve between the dots and the axpys, where nothing overlaps it.
 * Before: Halley in u, each evaluation of (16) a warm-started Lambert W (1-2 exps) plus
   e^{-u}, two evaluations a step, the bracket's softplus and two logs: 168 ns a solve
   (throughput, one solve after another), 2.0 evaluations.
-* After (:func:`xclib.unbiased_kernels._implicit_step_w`): Halley in w = u + a, where
+* After (:func:`xclib.unbiased_implicit._implicit_step_w`): Halley in w = u + a, where
   eq. (14) is a = e^{L0 − w}, so an evaluation is two exps; the start is one Halley step in u
   from ũ with a₀ from a quartic, within ~1e-3 of the root, and Halley's error bound stops
   after one evaluation: 65-71 ns (throughput), 74 ns as a chain of dependent solves,
@@ -84,7 +84,8 @@ from scipy.special import lambertw
 from sklearn.preprocessing import normalize
 
 from xclib import unbiased
-from xclib.unbiased_kernels import double_sum_coefficients, implicit_step
+from xclib.unbiased_implicit import implicit_step
+from xclib.unbiased_kernels import double_sum_coefficients
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import floors  # noqa: E402

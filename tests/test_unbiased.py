@@ -291,7 +291,7 @@ def test_warm_started_lambert_w_matches_scipy():
     """The log-scale W₀(e^L) of the implicit step, from its cold start and warm-started."""
     from scipy.special import lambertw
     from xclib._numba import lambertw_exp
-    from xclib.unbiased_kernels import _w_refine, _w_start
+    from xclib.unbiased_implicit import _w_refine, _w_start
     rng = np.random.default_rng(11)
     for L in np.r_[np.linspace(-30, 30, 601), rng.normal(0, 300, 200), -700.0, 700.0, 1e6]:
         b0, a0 = _w_start(L)
@@ -592,7 +592,7 @@ def test_m_classes_per_step_learn_and_check_their_parameters(Est):
 def test_both_newton_solvers_are_exercised_and_agree():
     """The w-space Halley (the default, ``a ≤ 8``) and the u-space Halley it hands over to
     (large ``a``) each solve many of the extreme states, to the bisection's root."""
-    from xclib.unbiased_kernels import _implicit_step_u, _implicit_step_w
+    from xclib.unbiased_implicit import _implicit_step_u, _implicit_step_w
     took = {True: 0, False: 0}
     for z, u, xx, lr, K in _extreme_states(3000, 12):
         ok = _implicit_step_w(z, u, xx, lr, math.log(K - 1), 1e-13)[4]
@@ -606,6 +606,75 @@ def test_both_newton_solvers_are_exercised_and_agree():
 
 
 def test_small_exponential_matches_math_exp():
-    from xclib.unbiased_kernels import _exp_small
+    from xclib.unbiased_implicit import _exp_small
     for x in np.r_[np.linspace(-1e-2, 1e-2, 4001), 0.0, 1e-300, -1e-300]:
         assert abs(_exp_small(x) - math.exp(x)) <= 4e-16 * math.exp(x)
+
+
+# -- Implicit SGD in batches (xclib.unbiased_implicit._implicit_epoch_batched) ----------------
+def _batch_problem(K, n=600, d=40, seed=0, n_classes_drawn=None):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, format="csr", random_state=seed)
+    X.data = rng.standard_normal(X.data.size)
+    X.data[X.indptr[3]:X.indptr[4]] = 0.0  # an empty row: ‖x‖ = 0
+    X.eliminate_zeros()
+    y = rng.integers(0, n_classes_drawn or K, n)
+    rows = rng.integers(0, n, 4 * n)
+    r = rng.integers(0, (n_classes_drawn or K) - 1, rows.size)
+    ks = r + (r >= y[rows])
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    return X, y, rows, ks, sq
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1e-3])
+@pytest.mark.parametrize("lr", [0.1, 1.0, 30.0])
+@pytest.mark.parametrize("drawn", [None, 3])
+def test_batched_implicit_epoch_is_the_step_by_step_epoch(alpha, lr, drawn):
+    """With K ≥ _BATCH_MIN_CLASSES the epoch goes in batches (their solves side by side) and
+    makes the same updates in the same order as one step at a time: with K = 1000 classes, and
+    with the labels and classes drawn from 3 of them (batches cut short at every shared
+    class or datapoint); at lr = 30 most lanes are not finished and the epoch goes on alone."""
+    from xclib.unbiased_implicit import _BATCH_MIN_CLASSES, _implicit_epoch_steps
+    K = 1000
+    assert K >= _BATCH_MIN_CLASSES
+    X, y, rows, ks, sq = _batch_problem(K, n_classes_drawn=drawn)
+    beta = class_weights(y, K) if alpha > 0 else np.ones(K)
+    out = []
+    for batched in (True, False):
+        W = np.zeros((K, X.shape[1]))
+        u = np.full(X.shape[0], math.log(K))
+        ev = 0
+        for _ in range(2):
+            args = (X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, lr, alpha, beta, 1e-10,
+                    True)
+            ev += implicit_epoch(*args) if batched else _implicit_epoch_steps(*args)
+        out.append((W, u, ev))
+    (W1, u1, ev1), (W2, u2, ev2) = out
+    assert np.all(np.isfinite(W1)) and np.abs(W1).max() > 0
+    np.testing.assert_allclose(W1, W2, rtol=1e-9, atol=1e-11 * np.abs(W2).max())
+    np.testing.assert_allclose(u1, u2, rtol=1e-9, atol=1e-11)
+    assert abs(ev1 - ev2) <= 0.05 * ev2
+
+
+def test_lane_solves_agree_with_the_scalar_solver_where_done():
+    """Each finished lane is the scalar solver's root to within its tolerance, on states like
+    those of an SGD run (nearly all finished) and on extreme ones (the rest go to the scalar
+    solver, checked above)."""
+    from xclib.unbiased_implicit import _lane_solves
+    rng = np.random.default_rng(4)
+    n, K = 4096, 1000
+    cases = [(rng.normal(0, s, n), math.log(K) + rng.normal(0, 0.3 * s, n),
+              rng.uniform(0.5, 1.5, n), lr, K, s) for lr in (0.01, 0.1, 1.0) for s in (0.1, 1.0)]
+    for z, u, xx, lr, K_ in (s[:5] for s in _extreme_states(300, 8)):
+        cases.append((np.array([z]), np.array([u]), np.array([xx]), lr, K_, None))
+    for z, u, xx, lr, K_, spread in cases:
+        a, un, done = np.empty(z.size), np.empty(z.size), np.zeros(z.size, dtype=bool)
+        _lane_solves(z, u, xx, lr, K_ - 1.0, 1e-10, a, un, done)
+        for j in np.flatnonzero(done):
+            ref = implicit_step(z[j], u[j], xx[j], lr, int(K_), 1e-10, True)
+            assert abs(un[j] - ref[2]) <= 2e-10 * (1 + abs(ref[2]))
+            assert abs(a[j] - ref[0]) <= 1e-9 * (1 + ref[0])
+        if spread == 0.1:
+            assert done.mean() > 0.99
+        elif spread == 1.0:
+            assert done.mean() > 0.75

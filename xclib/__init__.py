@@ -6,6 +6,7 @@ One module per paper, plus the shared parts:
 ``xclib.unbiased``            Fagan & Iyengar: ``VanillaSGD``, ``UMax``, ``ImplicitSGD``
 ``xclib.unbiased_minibatch``  Fagan & Iyengar, App. F.3: ``MinibatchImplicitSGD``
 ``xclib.unbiased_kernels``    Fagan & Iyengar: the numba kernels of ``xclib.unbiased``
+``xclib.unbiased_implicit``   Fagan & Iyengar, App. F.1: the Implicit SGD solve and epoch
 ``xclib.sampled``             biased baselines: ``OVE``, ``NCE``, ``ImportanceSampling``
 ``xclib.augment_reduce``      Ruiz et al.: ``AugmentReduce`` (softmax, probit, logistic)
 ``xclib.dsmlr``               Raman et al.: ``DSMLR`` (sync / async, serial / threads / Dask)

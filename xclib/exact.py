@@ -48,12 +48,11 @@ PRECONDITIONER_RANK = 5
 
 
 @njit(cache=True, nogil=True)
-def _fused_rows(indptr, indices, data, y, wt, b, gt, gb, s, bits):
+def _fused_rows(indptr, indices, data, y, wt, b, gt, gb, s):
     """Return Σ_i [lse(s_i) − s_{i,y_i}] over the CSR rows; add ``Xᵀ(P − Y)`` to ``gt`` and
     ``Σ_i (p_i − e_{y_i})`` to ``gb``.
 
-    ``wt`` and ``gt`` are (D, K) (a feature's K weights contiguous); ``s`` is a (K,) scratch and
-    ``bits`` a (K,) int64 one (for :func:`exp_shifted`, the vectorised exp).
+    ``wt`` and ``gt`` are (D, K) (a feature's K weights contiguous); ``s`` is a (K,) scratch.
     """
     k_cls = wt.shape[1]
     value = 0.0
@@ -70,7 +69,7 @@ def _fused_rows(indptr, indices, data, y, wt, b, gt, gb, s, bits):
             m = max(m, s[k])
         yi = y[i]
         sy = s[yi]
-        tot = exp_shifted(s, m, bits)
+        tot = exp_shifted(s, m)
         value += m + math.log(tot) - sy
         inv = 1.0 / tot
         for k in range(k_cls):
@@ -102,7 +101,7 @@ def _objective_fused(coef, X, y, intercept, with_grad):
     gt = np.zeros((d, k))
     gb = np.zeros(k)
     value = _fused_rows(X.indptr, X.indices, np.asarray(X.data, dtype=np.float64),
-                        y, wt, b, gt, gb, np.empty(k), np.empty(k, dtype=np.int64))
+                        y, wt, b, gt, gb, np.empty(k))
     if not with_grad:
         return value, None, None
     return value, gt.T, (gb if intercept is not None else None)

@@ -33,7 +33,8 @@ The module reads like the chapter: the exact double sums (for small problems), t
 weights and bounds, then the estimators :class:`VanillaSGD`, :class:`UMax` and
 :class:`ImplicitSGD`. Their numba kernels (the stochastic-gradient coefficients of eqs. 7
 and 8, the U-max rule of Algorithm 1, the Implicit SGD step of Appendix F.1 and the epoch
-kernels) are in :mod:`xclib.unbiased_kernels` and importable from here.
+kernels) are in :mod:`xclib.unbiased_kernels` and :mod:`xclib.unbiased_implicit`, and
+importable from here.
 """
 from __future__ import annotations
 
@@ -50,10 +51,12 @@ from .base import (
     IterativeSoftmaxEstimator, StrOptions, as_csr,
 )
 from .sampled import SHUFFLE_MODES, epoch_order
-from .unbiased_kernels import (  # noqa: F401  (the kernels, part of this module's API)
-    CLASS_SAMPLING, _implicit_a, double_sum_coefficients, draw_class_sets, implicit_epoch,
-    implicit_step,
-    implicit_u_derivative, sgd_epoch, sgd_epoch_sampled, umax_increase,
+from .unbiased_implicit import (  # noqa: F401  (the kernels, part of this module's API)
+    _implicit_a, implicit_epoch, implicit_step, implicit_u_derivative,
+)
+from .unbiased_kernels import (  # noqa: F401
+    CLASS_SAMPLING, double_sum_coefficients, draw_class_sets, sgd_epoch, sgd_epoch_sampled,
+    umax_increase,
 )
 
 __all__ = [
