@@ -84,7 +84,7 @@ from scipy.special import lambertw
 from sklearn.preprocessing import normalize
 
 from xclib import unbiased
-from xclib.unbiased_implicit import implicit_step
+from xclib.unbiased_implicit import _BATCH, _lane_solves, implicit_step
 from xclib.unbiased_kernels import double_sum_coefficients
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -153,9 +153,19 @@ def _coefficients_all(zs, us, n_classes):
     return acc
 
 
+@njit(cache=True)
+def _lanes_all(zs, us, xxs, lr, n_classes, a, un, done):
+    for t0 in range(0, zs.shape[0] - _BATCH + 1, _BATCH):
+        sl = slice(t0, t0 + _BATCH)
+        _lane_solves(zs[sl], us[sl], xxs[sl], lr, n_classes - 1.0, 1e-10, a[sl], un[sl],
+                     done[sl])
+
+
 def solve_and_coefficient_ns(X, y, rows, ks, sq, K, lr=1.0, reps=None):
-    """Nanoseconds of one Implicit SGD solve and of one vanilla step's coefficients, alone,
-    on the states (z, ũ, ‖x‖²) of the same steps after one epoch of Implicit SGD."""
+    """Nanoseconds per step of the Implicit SGD solve alone (one step at a time, and in the
+    epoch's batches of ``_BATCH`` side by side), and of a vanilla step's coefficients, on
+    the states (z, ũ, ‖x‖²) of the same steps after one epoch of Implicit SGD; and the
+    fraction of those batched solves finished without the scalar solver."""
     W = np.zeros((K, X.shape[1]))
     u = np.full(X.shape[0], math.log(K))
     beta = np.ones(K)
@@ -165,16 +175,22 @@ def solve_and_coefficient_ns(X, y, rows, ks, sq, K, lr=1.0, reps=None):
     t = np.repeat(np.arange(rows.size), np.diff(Xr.indptr))
     zs = np.bincount(t, Xr.data * (W[ks[t], Xr.indices] - W[y[rows][t], Xr.indices]),
                      minlength=rows.size)
-    us, xxs = u[rows], sq[rows]
+    keep = sq[rows] > 0.0   # (the batched solver leaves ‖x‖ = 0 to the scalar one)
+    zs, us, xxs = zs[keep], u[rows][keep], sq[rows][keep]
+    a, un, done = np.empty(zs.size), np.empty(zs.size), np.zeros(zs.size, dtype=np.bool_)
+    timed = {"solve": lambda: _solve_all(zs, us, xxs, lr, K),
+             "batched": lambda: _lanes_all(zs, us, xxs, lr, K, a, un, done),
+             "coef": lambda: _coefficients_all(zs, us, K)}
     _solve_all(zs[:10], us[:10], xxs[:10], lr, K)
+    _lanes_all(zs[:_BATCH], us[:_BATCH], xxs[:_BATCH], lr, K, a, un, done)
     _coefficients_all(zs[:10], us[:10], K)
-    best_s = best_c = np.inf
+    best = dict.fromkeys(timed, np.inf)
     for _ in range(reps or REPS):
-        t = time.perf_counter(); _solve_all(zs, us, xxs, lr, K)
-        best_s = min(best_s, time.perf_counter() - t)
-        t = time.perf_counter(); _coefficients_all(zs, us, K)
-        best_c = min(best_c, time.perf_counter() - t)
-    return 1e9 * best_s / zs.size, 1e9 * best_c / zs.size
+        for name, fn in timed.items():
+            t = time.perf_counter(); fn()
+            best[name] = min(best[name], time.perf_counter() - t)
+    ns = {name: 1e9 * b / zs.size for name, b in best.items()}
+    return ns["solve"], ns["batched"], ns["coef"], float(done.mean())
 
 
 def numpy_implicit_epoch(X, y, W, u, rows, ks, lr, tol=1e-10, root=bisect):
@@ -228,14 +244,17 @@ def main():
         sps = steps_per_second(kernels(X, y, rows, ks, sq, 1000), 1000, d, n)
         line = ", ".join(f"{k} {v:,.0f}" for k, v in sps.items())
         print(f"   nnz={nnz}: {line}")
-        solve_ns, coef_ns = solve_and_coefficient_ns(X, y, rows, ks, sq, 1000)
+        solve_ns, batched_ns, coef_ns, done = solve_and_coefficient_ns(X, y, rows, ks, sq, 1000)
         vanilla_ns = 1e9 / sps["vanilla"]
-        ceiling = vanilla_ns / (vanilla_ns - coef_ns + solve_ns)
+        ceiling = vanilla_ns / (vanilla_ns - coef_ns + batched_ns)
         out[f"nnz{nnz}_solve_ns"] = solve_ns
+        out[f"nnz{nnz}_batched_solve_ns"] = batched_ns
+        out[f"nnz{nnz}_batched_done"] = done
         out[f"nnz{nnz}_vanilla_step_ns"] = vanilla_ns
         out[f"nnz{nnz}_implicit_ceiling_over_vanilla"] = ceiling
         print(f"   nnz={nnz}: vanilla step {vanilla_ns:.0f} ns (its coefficients {coef_ns:.0f} "
-              f"ns); the 1-D solve alone {solve_ns:.0f} ns: Implicit / vanilla at most "
+              f"ns); the 1-D solve alone {solve_ns:.0f} ns, {batched_ns:.0f} ns a step in "
+              f"batches of {_BATCH} ({done:.1%} finished there): Implicit / vanilla at most "
               f"{ceiling:.2f}")
         for name in ("implicit_newton", "implicit_bisection"):
             ev = unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, np.zeros((1000, d)),
@@ -263,9 +282,9 @@ def main():
                                   K, d2, n)
         floor[K] = res[K].pop("floor")
         if K == 100_000:   # Implicit SGD's ceiling there: the floor's step plus the solve
-            solve_ns, _ = solve_and_coefficient_ns(X, y, rows, ks, sq, K)
-            out["K1e5_solve_ns"] = solve_ns
-            out["implicit_newton_K1e5_ceiling_of_floor"] = 1.0 / (1.0 + 1e-9 * solve_ns
+            _, batched_ns, _, _ = solve_and_coefficient_ns(X, y, rows, ks, sq, K)
+            out["K1e5_batched_solve_ns"] = batched_ns
+            out["implicit_newton_K1e5_ceiling_of_floor"] = 1.0 / (1.0 + 1e-9 * batched_ns
                                                                   * floor[K])
         print(f"   K={K:>6}: floor (loads/stores only) {floor[K]:,.0f} steps/s; "
               + ", ".join(f"{k} {v:,.0f} ({v / floor[K]:.2f} of floor)" for k, v in res[K].items()))
@@ -278,7 +297,8 @@ def main():
         out[f"{name}_K1e5_of_floor"] = res[100_000][name] / floor[100_000]
         print(f"   {name}: K=1e5 / K=1e2 = {r:.2f}   (goal ≥ 0.7, or the floor's {f_ratio:.2f}); "
               f"at K=1e5 {res[100_000][name] / floor[100_000]:.2f} of the floor's speed")
-    print(f"   the 1-D solve alone at K=1e5: {out['K1e5_solve_ns']:.0f} ns: Implicit SGD at most "
+    print(f"   the batched 1-D solve at K=1e5: {out['K1e5_batched_solve_ns']:.0f} ns a step: "
+          f"Implicit SGD at most "
           f"{out['implicit_newton_K1e5_ceiling_of_floor']:.2f} of the floor's speed")
 
     print("3. xclib vs plain NumPy/SciPy Implicit SGD (K = 1000, D = 1000, nnz = 10)")

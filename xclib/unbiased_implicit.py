@@ -401,7 +401,6 @@ def _solve(z, u_old, xx, lr, n_classes, log_k1, tol, newton):
     return a, A, u, ne
 
 
-@njit(cache=True, nogil=True)
 def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, beta, tol,
                    newton):
     """One epoch of Implicit SGD with n = m = 1 (Proposition 4), W and u updated in place.
@@ -414,8 +413,9 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
     ``z`` and ``γ‖x_i‖²`` for ``‖x_i‖²``, solved by the same :func:`implicit_step` (for α = 0,
     γ = 1 and z' = z: the same root as before). ``u`` has no ridge.
 
-    With the safeguarded solver (``newton``) and at least ``_BATCH_MIN_CLASSES`` classes the
-    steps go in batches of up to ``_BATCH`` that share no class and no datapoint, so that
+    Without a ridge, with the safeguarded solver (``newton``) and at least
+    ``_BATCH_MIN_CLASSES`` classes the steps go in batches of up to ``_BATCH`` that share no
+    class and no datapoint (:func:`_implicit_epoch_batched`), so that
     each step's state (z, ũ, ‖x_i‖²) is the same before and after the others are applied:
     the states are read, their solves run side by side (:func:`_lane_solves`; a lane it does
     not finish is solved alone), then the steps are applied in order. The same updates in
@@ -423,20 +423,27 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
     ``_PROBE_STEPS`` steps the lanes finished fewer than half (large learning rates), the
     rest of the epoch goes one step at a time. O(nnz(x_i) + log(1/ε)) per step, nothing
     O(K) or O(D). Returns the total number of evaluations of the derivative (16).
+
+    With a ridge the steps go one at a time: the batched loop with the row scales' reads and
+    refolds in it ran slower than one step at a time (measured on the machine of
+    ``benchmarks/bench_unbiased.py``). This is a Python function that picks the kernels: one
+    numba function holding both inlines both, and the batched loop compiled beside the other
+    ran 15-30 % slower.
     """
-    if newton and W.shape[0] >= _BATCH_MIN_CLASSES:
-        return _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr,
-                                       alpha, beta if alpha > 0.0 else None, tol)
-    return _implicit_epoch_steps(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha,
-                                 beta, tol, newton)
+    evals, t = 0, 0
+    if newton and alpha == 0.0 and W.shape[0] >= _BATCH_MIN_CLASSES:
+        evals, t = _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr,
+                                           tol)
+    if t < rows.shape[0]:
+        evals += _implicit_epoch_steps(indptr, indices, data, sqnorm, y, W, u, rows[t:], ks[t:],
+                                       lr, alpha, beta, tol, newton)
+    return int(evals)
 
 
 @njit(cache=True, nogil=True)
 def _implicit_epoch_steps(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, beta,
                           tol, newton):
-    """:func:`implicit_epoch` one step at a time (the reading of a step's state and the
-    update are written out again in :func:`_implicit_epoch_batched`: a helper taking arrays,
-    inlined into either loop, costs ~10 ns a step)."""
+    """:func:`implicit_epoch` one step at a time."""
     n_classes, evals = W.shape[0], 0
     log_k1 = math.log(n_classes - 1)
     scale = np.ones(n_classes)
@@ -478,25 +485,21 @@ def _implicit_epoch_steps(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, 
 
 
 @njit(cache=True, nogil=True)
-def _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, beta,
-                            tol):
-    """:func:`implicit_epoch` (the safeguarded solver) in batches of up to ``_BATCH`` steps
-    that share no class and no datapoint (see there). ``beta`` is None without a ridge: the
-    compiler then drops the ridge's code, whose mere presence slows the loop by a third."""
+def _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, tol):
+    """:func:`implicit_epoch` without a ridge (the safeguarded solver) in batches of up to
+    ``_BATCH`` steps that share no class and no datapoint (see there). Returns the
+    evaluations of (16) and the number of steps made: all of them, or fewer if the lanes
+    seldom finish (the caller goes on one step at a time)."""
     n_classes, n_steps, evals = W.shape[0], rows.shape[0], 0
     log_k1 = math.log(n_classes - 1)
-    scale = np.ones(n_classes)
     zb, ub, xb = np.empty(_BATCH), np.empty(_BATCH), np.empty(_BATCH)
     ab, unb, done = np.empty(_BATCH), np.empty(_BATCH), np.zeros(_BATCH, dtype=np.bool_)
     ib, kb, yb = (np.empty(_BATCH, dtype=np.int64), np.empty(_BATCH, dtype=np.int64),
                   np.empty(_BATCH, dtype=np.int64))
     t0 = certified = 0
     while t0 < n_steps:
-        if t0 >= _PROBE_STEPS and certified < t0 // 2:  # the lanes seldom finish: go on alone
-            fold_row_scale(W, scale, -1, True)
-            return evals + _implicit_epoch_steps(indptr, indices, data, sqnorm, y, W, u,
-                                                 rows[t0:], ks[t0:], lr, alpha,
-                                                 scale if beta is None else beta, tol, True)
+        if t0 >= _PROBE_STEPS and certified < t0 // 2:  # the lanes seldom finish: stop
+            break
         nb = 0  # read the states of the steps up to the first that shares a class or a row
         while nb < _BATCH and t0 + nb < n_steps:
             i, k = rows[t0 + nb], ks[t0 + nb]
@@ -509,15 +512,8 @@ def _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr
                 break
             idx = indices[indptr[i]:indptr[i + 1]]
             val = data[indptr[i]:indptr[i + 1]]
-            if beta is not None:  # as in _implicit_epoch_steps
-                p_k = 1.0 / (1.0 + lr * alpha * beta[k])
-                p_y = 1.0 / (1.0 + lr * alpha * beta[yi])
-                zb[nb] = (scale[k] * p_k * sparse_row_dot(idx, val, W[k])
-                          - scale[yi] * p_y * sparse_row_dot(idx, val, W[yi]))
-                xb[nb] = 0.5 * (p_k + p_y) * sqnorm[i]
-            else:
-                zb[nb] = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
-                xb[nb] = sqnorm[i]
+            zb[nb] = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
+            xb[nb] = sqnorm[i]
             ub[nb] = u[i]
             ib[nb], kb[nb], yb[nb] = i, k, yi
             nb += 1
@@ -531,20 +527,11 @@ def _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr
             else:
                 a, A, ui, ne = _solve(zb[j], ub[j], xb[j], lr, n_classes, log_k1, tol, True)
             evals += ne
-            idx = indices[indptr[i]:indptr[i + 1]]
-            val = data[indptr[i]:indptr[i + 1]]
-            if beta is not None:
-                if sqnorm[i] > 0.0:
-                    sparse_row_axpy(A / scale[yi], idx, val, W[yi])
-                    sparse_row_axpy(-A / scale[k], idx, val, W[k])
-                scale[k] *= 1.0 / (1.0 + lr * alpha * beta[k])
-                scale[yi] *= 1.0 / (1.0 + lr * alpha * beta[yi])
-                fold_row_scale(W, scale, k, False)
-                fold_row_scale(W, scale, yi, False)
-            elif sqnorm[i] > 0.0:
+            if xb[j] > 0.0:
+                idx = indices[indptr[i]:indptr[i + 1]]
+                val = data[indptr[i]:indptr[i + 1]]
                 sparse_row_axpy(A, idx, val, W[yi])
                 sparse_row_axpy(-A, idx, val, W[k])
             u[i] = ui
         t0 += nb
-    fold_row_scale(W, scale, -1, True)
-    return evals
+    return evals, t0
