@@ -180,6 +180,16 @@ def test_exp_lane_is_within_one_ulp_of_libm_and_clamps():
     np.testing.assert_allclose(edge, np.exp([-708.0, -708.0, 709.0, 709.0]), rtol=2.3e-16)
 
 
+def test_exp_rough_is_within_its_stated_error():
+    from xclib._numba import exp_rough
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-708, 709, 50_000), rng.standard_normal(50_000),
+                        [0.0, np.log(2) / 2, -np.log(2) / 2]])
+    np.testing.assert_allclose(_elementwise(exp_rough, x), np.exp(x), rtol=2e-7, atol=0)
+    np.testing.assert_allclose(_elementwise(exp_rough, np.array([-1e6, 1e6])),
+                               np.exp([-708.0, 709.0]), rtol=2e-7)
+
+
 def test_log_rough_is_within_its_stated_error():
     from xclib._numba import log_rough
     rng = np.random.default_rng(2)

@@ -22,6 +22,7 @@ __all__ = [
     "logsumexp",
     "exp_shifted",
     "exp_lane",
+    "exp_rough",
     "log_rough",
     "lambertw",
     "lambertw_exp",
@@ -143,6 +144,18 @@ def exp_lane(x):
     p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
         1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
             1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800))))))))))))
+    return p * _bits_to_float((np.int64(nf) + 1023) << 52)
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def exp_rough(x):
+    """``e^x`` within 2e-7 (relative) for ``x`` in ``[−708, 709]`` (clamped like
+    :func:`exp_lane`), without a call into libm: the same reduction and a degree-6 Taylor
+    polynomial. For starting points, not for results."""
+    x = min(max(x, -708.0), 709.0)
+    nf = math.floor(x * _INV_LN2 + 0.5)
+    r = (x - nf * _LN2_HI) - nf * _LN2_LO
+    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r / 720)))))
     return p * _bits_to_float((np.int64(nf) + 1023) << 52)
 
 

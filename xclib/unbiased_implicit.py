@@ -12,7 +12,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ._numba import exp_lane, lambertw_exp, log_rough, softplus, sparse_row_axpy, sparse_row_dot
+from ._numba import (
+    exp_lane, exp_rough, lambertw_exp, log_rough, softplus, sparse_row_axpy, sparse_row_dot,
+)
 from .sampled import fold_row_scale
 
 __all__ = ["implicit_step", "implicit_u_derivative", "implicit_epoch"]
@@ -320,7 +322,7 @@ _BATCH_MIN_CLASSES = 512
 _PROBE_STEPS = 64 * _BATCH
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
 def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
     """:func:`_implicit_step_w` for a batch of independent states side by side, as far as its
     first evaluation of (16) and the Halley step from it, with no call and no branch, so that
@@ -333,8 +335,11 @@ def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
     ``‖x‖ = 0``, ``a`` above ``_W_SPACE_MAX_A``) the caller runs the scalar solver.
     Differences from it, in the arithmetic only: ``L`` (which only places the start) comes
     from :func:`log_rough`, below ``L = −2.5`` the start is W₀'s series to x³ (within 3e-4)
-    where the scalar one takes a Halley step; ``a = C·e^{z − w}`` with ``C = 2η(K−1)‖x‖²`` is
-    ``e^{L0 − w}`` without the log; the exps are :func:`exp_lane`.
+    where the scalar one takes a Halley step, and the start's ``e^{−ũ}`` comes from
+    :func:`exp_rough`; ``a = C·e^{z − w}`` with ``C = 2η(K−1)‖x‖²`` is
+    ``e^{L0 − w}`` without the log; the exps are :func:`exp_lane`; products and sums are
+    fused into multiply-adds (32 vector registers do not hold every lane's intermediates;
+    fused, fewer spill: 17.6 ns a lane in batches of 16 against 23.6).
     """
     p, log_k1 = _WPOLY, math.log(n_others)
     for j in range(z.shape[0]):
@@ -346,12 +351,12 @@ def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
         # a₀ ≈ W₀(e^L) as in _w_start: the quartic, or an expansion at either end
         Lc = min(max(L, -2.5), 2.5)
         a0 = (((p[0] * Lc + p[1]) * Lc + p[2]) * Lc + p[3]) * Lc + p[4]
-        x = exp_lane(min(L, -2.5))  # W₀(x) = x − x² + 3x³/2 − …
+        x = exp_rough(min(L, -2.5))  # W₀(x) = x − x² + 3x³/2 − …
         Lp = max(L, 2.5)
         lLp = log_rough(Lp)
         a0 = x * (1.0 - x * (1.0 - 1.5 * x)) if L < -2.5 else (
             Lp - lLp + lLp / Lp if L > 2.5 else a0)
-        e0 = lr * exp_lane(-uo)  # the start of _implicit_step_w, line by line
+        e0 = lr * exp_rough(-uo)  # the start of _implicit_step_w, line by line
         q0 = c2 * a0
         P = 1.0 + a0
         h0 = lr - e0 - q0
