@@ -50,15 +50,20 @@ coefficients (two exps) take 9-12 ns.
   approximations for the start-only calls: 1.7 ns; inlining the solve: nothing; reading the
   next step's dots before this step's solve: slower.
 * Now (:func:`xclib.unbiased_implicit.implicit_epoch`, without a ridge, K ≥ 512): the steps
-  go in batches of up to 16 that share no class and no datapoint; their starts and first
-  evaluations run side by side in one vectorised, branch-free loop (libm-free exps,
-  :func:`xclib._numba.exp_lane`), 23 ns a step instead of 69; the 12-16 % of lanes that
-  need a second evaluation go to the scalar solver. A/B in one process: in cache (K = 1000,
-  D = 100, N = 10⁴) 133 ns a step against 158 (vanilla 96); with W in memory 391 against
-  475 (vanilla 383). Implicit/vanilla 0.90-1.02 at nnz = 10, 0.99-1.01 at 200, 0.81-0.84 of
-  the floor's speed at K = 10^5. With a ridge the steps go one at a time (the batched loop
-  with the row scales in it ran slower), as do learning rates where most steps need two
-  evaluations (lr ≥ 10 here: the epoch notices within 1024 steps).
+  go in batches of up to 16 that share no class and no datapoint (13.6 steps a batch on
+  average here); their starts and first evaluations run side by side in one vectorised,
+  branch-free loop (libm-free exps, :func:`xclib._numba.exp_lane`; fused multiply-adds,
+  without which the loop spilled 86 vector registers), 17.6-23 ns a step instead of 69; the
+  12-16 % of lanes that need a second evaluation go to the scalar solver. A/B in one
+  process: in cache (K = 1000, D = 100, N = 10⁴) 133 ns a step against 158 (vanilla 96);
+  with W in memory 391 against 475 (vanilla 383). Decomposition (N = 2·10⁴, one process):
+  vanilla's own step in the batched loop costs what it costs alone (145 against 144 ns), the
+  check for shared classes 5 ns more, the lanes 39 ns more (before the fused multiply-adds).
+  Implicit/vanilla 0.71-1.11 at nnz = 10 and 0.92-1.12 at 200 (quick and full runs of this
+  benchmark, 2026-11-27); 0.80-0.87 of the floor's speed at K = 10^5. With a ridge the
+  steps go one at a time (the batched loop with the row scales in it ran slower), as do
+  learning rates where most steps need two evaluations (lr ≥ 10 here: the epoch notices
+  within 1024 steps). Tried: Estrin's scheme in exp_lane (no faster, and 2 ulp).
 """
 from __future__ import annotations
 
