@@ -312,9 +312,10 @@ def _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, n_prior):
 # -- a batch of steps side by side -----------------------------------------------------------
 #: steps whose solves of (16) run side by side in one vectorised pass
 _BATCH = 16
-#: the epoch batches its steps from this many classes on, where two steps of a batch seldom
-#: share a class (each step then waits for an earlier one in its batch with probability
-#: below 4·_BATCH/K ≈ 12 %); with fewer classes it goes one step at a time
+#: the epoch batches its steps from this many classes on, where consecutive steps seldom
+#: share a class (a step ends its batch, sharing a class with an earlier step of it, with
+#: probability below 4·_BATCH/K ≈ 12 %: 13.6 steps a batch at K = 1000); with fewer classes
+#: it goes one step at a time
 _BATCH_MIN_CLASSES = 512
 #: after this many steps, an epoch whose lanes finished fewer than half of them (large
 #: learning rates, where a step moves u far and needs two or more evaluations of (16)) goes
@@ -422,8 +423,8 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
     γ = 1 and z' = z: the same root as before). ``u`` has no ridge.
 
     Without a ridge, with the safeguarded solver (``newton``) and at least
-    ``_BATCH_MIN_CLASSES`` classes the steps go in batches of up to ``_BATCH`` that share no
-    class and no datapoint (:func:`_implicit_epoch_batched`), so that
+    ``_BATCH_MIN_CLASSES`` classes the steps go in batches of up to ``_BATCH`` consecutive
+    steps that share no class and no datapoint (:func:`_implicit_epoch_batched`), so that
     each step's state (z, ũ, ‖x_i‖²) is the same before and after the others are applied:
     the states are read, their solves run side by side (:func:`_lane_solves`; a lane it does
     not finish is solved alone), then the steps are applied in order. The same updates in
