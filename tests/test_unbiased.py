@@ -613,11 +613,14 @@ def test_small_exponential_matches_math_exp():
 
 # -- Implicit SGD in batches (xclib.unbiased_implicit._implicit_epoch_batched) ----------------
 def _batch_problem(K, n=600, d=40, seed=0, n_classes_drawn=None):
+    """Rows of unit norm (as the chapter's data) and one empty row (‖x‖ = 0)."""
+    from sklearn.preprocessing import normalize
     rng = np.random.default_rng(seed)
     X = sp.random(n, d, density=0.2, format="csr", random_state=seed)
     X.data = rng.standard_normal(X.data.size)
-    X.data[X.indptr[3]:X.indptr[4]] = 0.0  # an empty row: ‖x‖ = 0
+    X.data[X.indptr[3]:X.indptr[4]] = 0.0
     X.eliminate_zeros()
+    X = normalize(X)
     y = rng.integers(0, n_classes_drawn or K, n)
     rows = rng.integers(0, n, 4 * n)
     r = rng.integers(0, (n_classes_drawn or K) - 1, rows.size)
@@ -634,10 +637,15 @@ def test_batched_implicit_epoch_is_the_step_by_step_epoch(lr, drawn):
     with K = 1000 classes, and with the labels and classes drawn from 3 of them (batches cut
     short at every shared class or datapoint); at lr = 30 most lanes are not finished and the
     epoch goes on one step at a time. With a ridge it goes one step at a time."""
-    from xclib.unbiased_implicit import _BATCH_MIN_CLASSES, _implicit_epoch_steps
+    from xclib.unbiased_implicit import (
+        _BATCH_MIN_CLASSES, _implicit_epoch_batched, _implicit_epoch_steps)
     K = 1000
     assert K >= _BATCH_MIN_CLASSES
     X, y, rows, ks, sq = _batch_problem(K, n_classes_drawn=drawn)
+    # the batches do the work at lr ≤ 1 (no early stop), and hand over at lr = 30
+    _, t = _implicit_epoch_batched(X.indptr, X.indices, X.data, sq, y, np.zeros((K, X.shape[1])),
+                                   np.full(X.shape[0], math.log(K)), rows, ks, lr, 1e-10)
+    assert (t == rows.size) == (lr <= 1.0)
     for alpha in (0.0, 1e-3):
         beta = class_weights(y, K)
         out = []
@@ -660,13 +668,9 @@ def test_lane_solves_agree_with_the_scalar_solver_where_done():
     """Each finished lane is the scalar solver's root to within its tolerance: on the states
     of an SGD run on rows of unit norm (after an epoch; nearly all finished) and on extreme
     ones (the rest go to the scalar solver, checked above)."""
-    from sklearn.preprocessing import normalize
-
     from xclib.unbiased_implicit import _implicit_epoch_steps, _lane_solves
     K = 1000
-    X, y, rows, ks, _ = _batch_problem(K)
-    X = normalize(X)
-    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    X, y, rows, ks, sq = _batch_problem(K)
     cases = []
     for lr in (0.01, 0.1, 1.0):
         W = np.zeros((K, X.shape[1]))

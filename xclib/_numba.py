@@ -129,6 +129,15 @@ def _float_to_bits(typingctx, x):
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _exp_reduce(x):
+    """Cody–Waite reduction of ``x`` clamped to ``[−708, 709]``: ``(r, 2ⁿ)`` with
+    ``x = n·ln 2 + r``, ``|r| ≤ ln 2 / 2``, and ``2ⁿ`` built from its bits."""
+    x = min(max(x, -708.0), 709.0)
+    nf = math.floor(x * _INV_LN2 + 0.5)
+    return (x - nf * _LN2_HI) - nf * _LN2_LO, _bits_to_float((np.int64(nf) + 1023) << 52)
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def exp_lane(x):
     """``e^x`` without a call into libm, so that a loop of them vectorises; within 1 ulp of
     libm (tested).
@@ -138,13 +147,10 @@ def exp_lane(x):
     ``x`` is clamped to ``[−708, 709]``: below, ``e^−708 ≈ 3e−308`` rather than a subnormal
     or 0; above, ``e^709 ≈ 8e307`` rather than ``inf``.
     """
-    x = min(max(x, -708.0), 709.0)
-    nf = math.floor(x * _INV_LN2 + 0.5)
-    r = (x - nf * _LN2_HI) - nf * _LN2_LO
-    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
+    r, two_n = _exp_reduce(x)
+    return two_n * (1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
         1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
-            1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800))))))))))))
-    return p * _bits_to_float((np.int64(nf) + 1023) << 52)
+            1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800)))))))))))))
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -152,11 +158,9 @@ def exp_rough(x):
     """``e^x`` within 2e-7 (relative) for ``x`` in ``[−708, 709]`` (clamped like
     :func:`exp_lane`), without a call into libm: the same reduction and a degree-6 Taylor
     polynomial. For starting points, not for results."""
-    x = min(max(x, -708.0), 709.0)
-    nf = math.floor(x * _INV_LN2 + 0.5)
-    r = (x - nf * _LN2_HI) - nf * _LN2_LO
-    p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r / 720)))))
-    return p * _bits_to_float((np.int64(nf) + 1023) << 52)
+    r, two_n = _exp_reduce(x)
+    return two_n * (1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (
+        1 / 120 + r / 720))))))
 
 
 #: log(1 + m) on [0, 1): a least-squares sextic (Chebyshev nodes), error below 1.5e-6

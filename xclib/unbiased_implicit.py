@@ -202,6 +202,20 @@ def _implicit_step_w(z, u_old, xx, lr, log_k1, tol):
     return a, a * c2, u, n_evals, True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _solve(z, u_old, xx, lr, n_classes, log_k1, tol, newton):
+    """:func:`implicit_step` with ``log(K − 1)`` given: the w-space solver, handing over to
+    the u-space one (with the evaluations it spent) when it cannot finish."""
+    ok = False
+    if newton and xx > 0.0:
+        a, A, u, ne, ok = _implicit_step_w(z, u_old, xx, lr, log_k1, tol)
+    else:
+        ne = 0
+    if not ok:
+        a, A, u, ne = _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, ne)
+    return a, A, u, ne
+
+
 @njit(cache=True, nogil=True)
 def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     """Solve the Implicit SGD update (9) for one datapoint and one class (Appendix F.1).
@@ -234,12 +248,7 @@ def implicit_step(z, u_old, xx, lr, n_classes, tol, newton):
     (:func:`_w_refine`: one exp per Halley iteration, none for ``|Δu| ≤ 1e-5``). Either way
     Halley needs one to three evaluations of (16) where bisection needs ~35.
     """
-    n_w = 0  # evaluations spent by the w-space solver before handing over
-    if newton and xx > 0.0:
-        a, A, u, n_w, ok = _implicit_step_w(z, u_old, xx, lr, math.log(n_classes - 1), tol)
-        if ok:
-            return a, A, u, n_w
-    return _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, n_w)
+    return _solve(z, u_old, xx, lr, n_classes, math.log(n_classes - 1), tol, newton)
 
 
 @njit(cache=True, nogil=True)
@@ -397,19 +406,6 @@ def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
 
 
 # -- epoch kernels ---------------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _solve(z, u_old, xx, lr, n_classes, log_k1, tol, newton):
-    """:func:`implicit_step` with ``log(K − 1)`` given."""
-    ok = False
-    if newton and xx > 0.0:
-        a, A, u, ne, ok = _implicit_step_w(z, u_old, xx, lr, log_k1, tol)
-    else:
-        ne = 0
-    if not ok:
-        a, A, u, ne = _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, ne)
-    return a, A, u, ne
-
-
 def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, beta, tol,
                    newton):
     """One epoch of Implicit SGD with n = m = 1 (Proposition 4), W and u updated in place.
@@ -472,13 +468,7 @@ def _implicit_epoch_steps(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, 
             # reads of the K-sized beta and scale: at large K each is another cache miss)
             z = sparse_row_dot(idx, val, W[k]) - sparse_row_dot(idx, val, W[yi])
             xx = sqnorm[i]
-        ok = False
-        if newton and xx > 0.0:  # implicit_step's default solver, with log(K − 1) hoisted
-            a, A, ui, ne, ok = _implicit_step_w(z, u[i], xx, lr, log_k1, tol)
-        else:
-            ne = 0
-        if not ok:
-            a, A, ui, ne = _implicit_step_u(z, u[i], xx, lr, n_classes, tol, newton, ne)
+        a, A, ui, ne = _solve(z, u[i], xx, lr, n_classes, log_k1, tol, newton)
         evals += ne
         if sqnorm[i] > 0.0:  # w⁺ = s⁺(v ± (A/s) x), s⁺ = s/(1 + ρ)
             sparse_row_axpy(A / scale[yi] if alpha > 0.0 else A, idx, val, W[yi])
