@@ -34,7 +34,11 @@ different rounds.
    80 MB) those rows come from memory, not cache: the floor's own K = 10^5 / K = 10^2 ratio
    is the most any kernel could keep, and measured/floor says how far each kernel is from it.
    (Implicit SGD goes one step at a time at K = 10^2, where batches would share classes, and
-   in batches at K = 10^5.)
+   in batches at K = 10^5.) Beside it, the same floor with a float32 W (issue 17 item 3):
+   each access still fetches its own cache line, so half the bytes buy little; measured
+   1.08-1.18× the float64 floor's speed (2026-11-27), an upper bound on what float32 W could
+   give a kernel, against a float32 W's 2^-24 resolution, below which an SGD step's update
+   to a weight is lost. Not offered as an option.
 3. xclib's Implicit SGD against a straightforward per-step NumPy/SciPy implementation of the same
    update (dense rows of W, scipy.special.lambertw, scipy.optimize.bisect or brentq on the same
    bracket; goal: ≥ 100× faster). xclib default vs NumPy+brentq (the authors' own solver) is the
@@ -145,13 +149,15 @@ REPS = 11  # rounds per measurement, one epoch of each kernel a round (--quick: 
 GOAL = {10: 0.8, 200: 0.9}  # Implicit / vanilla steps per second (issue 17)
 
 
-def epoch_times(fns, K, d, n, reps=None):
+def epoch_times(fns, K, d, n, reps=None, dtypes=None):
     """Seconds of each epoch kernel in ``fns`` (name → fn(W, u)) in each of ``reps`` rounds,
-    the kernels taking turns within every round: name → array of times."""
+    the kernels taking turns within every round: name → array of times. ``dtypes``: the
+    dtype of W for some of them (name → dtype; float64 otherwise)."""
     times = {name: [] for name in fns}
     for _ in range(reps or REPS):
         for name, fn in fns.items():
-            W = np.full((K, d), 0.0)  # not np.zeros: untouched pages would fault in the timing
+            # not np.zeros: untouched pages would fault in the timing
+            W = np.full((K, d), 0.0, dtype=(dtypes or {}).get(name, np.float64))
             u = np.full(n, math.log(K))
             t = time.perf_counter()
             fn(W, u)
@@ -332,12 +338,22 @@ def main():
             out["K1e5_batched_solve_ns"] = batched_ns
             out["implicit_newton_K1e5_estimate_of_floor"] = 1.0 / (1.0 + 1e-9 * batched_ns
                                                                    * floor[K])
+            # the most a float32 W (and float32 values of X) could buy: the same loads and
+            # stores with half the bytes
+            data32 = X.data.astype(np.float32)
+            access32 = lambda W, u: floors.sgd_access_epoch(X.indptr, X.indices, data32, y, W, rows, ks)  # noqa: E731
+            access32(np.zeros((K, d2), np.float32), None)  # compile
+            t32 = epoch_times({"floor": access, "floor32": access32}, K, d2, n,
+                              dtypes={"floor32": np.float32})
+            out["floor_K1e5_float32_speedup"] = speed_ratio(t32, "floor32", "floor")
         print(f"   K={K:>6}: floor (loads/stores only) {floor[K]:,.0f} steps/s; "
               + ", ".join(f"{k} {v:,.0f} ({of_floor[K][k]:.2f} of floor)"
                           for k, v in res[K].items()))
     f_ratio = floor[100_000] / floor[100]
     out["floor_K1e5_over_K1e2"] = f_ratio
     print(f"   floor: K=1e5 / K=1e2 = {f_ratio:.2f}   (the most any kernel can keep)")
+    print(f"   floor at K=1e5 with a float32 W: {out['floor_K1e5_float32_speedup']:.2f}x the "
+          f"float64 floor's speed (the most a float32 W could buy)")
     for name in res[100]:
         r = res[100_000][name] / res[100][name]
         out[f"{name}_K1e5_over_K1e2"] = r
