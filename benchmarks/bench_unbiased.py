@@ -1,8 +1,8 @@
 """Steps per second of the chapter-1 kernels, as ratios measured in one run (no asserts).
-The kernels take turns, one epoch each per round; a ratio of two kernels timed in the same
-rounds is the median over the rounds of their paired ratio, and vanilla SGD is timed twice
-a round so that its ratio to itself (the control) shows the statistic's own error in that
-run. Ratios between separate measurements (with a ridge / without, K = 10^5 / K = 10^2)
+The kernels take turns, one timed epoch each per round, each after an untimed epoch of its
+own (:func:`epoch_times`); a ratio of two kernels timed in the same rounds is the median
+over the rounds of their paired ratio, and vanilla SGD is timed twice a round so that
+its ratio to itself (the control) shows the statistic's own error in that run. Ratios between separate measurements (with a ridge / without, K = 10^5 / K = 10^2)
 compare each one's best epoch.
 
 Why the paired median: in an A/A test on this shared machine (vanilla against itself,
@@ -36,7 +36,7 @@ different rounds.
    (Implicit SGD goes one step at a time at K = 10^2, where batches would share classes, and
    in batches at K = 10^5.) Beside it, the same floor with a float32 W (issue 17 item 3):
    each access still fetches its own cache line, so half the bytes buy little; measured
-   1.08-1.18× the float64 floor's speed (2026-11-27), an upper bound on what float32 W could
+   1.08-1.34× the float64 floor's speed (2026-11-27), an upper bound on what float32 W could
    give a kernel, against a float32 W's 2^-24 resolution, below which an SGD step's update
    to a weight is lost. Not offered as an option.
 3. xclib's Implicit SGD against a straightforward per-step NumPy/SciPy implementation of the same
@@ -152,13 +152,23 @@ GOAL = {10: 0.8, 200: 0.9}  # Implicit / vanilla steps per second (issue 17)
 def epoch_times(fns, K, d, n, reps=None, dtypes=None):
     """Seconds of each epoch kernel in ``fns`` (name → fn(W, u)) in each of ``reps`` rounds,
     the kernels taking turns within every round: name → array of times. ``dtypes``: the
-    dtype of W for some of them (name → dtype; float64 otherwise)."""
+    dtype of W for some of them (name → dtype; float64 otherwise).
+
+    Each timed epoch follows an untimed one of the same kernel from the same start, as in a
+    fit, where epochs run back to back. Without it a kernel's time depends on the one before
+    it: after 10-30 ms of other work (an epoch of bisection, a busy loop, even a 10 ms
+    sleep) an Implicit SGD epoch took 265-330 ns a step, after one of its own or of vanilla
+    SGD 157-195, and vanilla's 156-242 against 127 (one process, 2026-11-27): in the order
+    of :func:`kernels`, Implicit SGD always came after bisection."""
     times = {name: [] for name in fns}
     for _ in range(reps or REPS):
         for name, fn in fns.items():
             # not np.zeros: untouched pages would fault in the timing
             W = np.full((K, d), 0.0, dtype=(dtypes or {}).get(name, np.float64))
             u = np.full(n, math.log(K))
+            fn(W, u)  # the untimed epoch
+            W.fill(0.0)
+            u.fill(math.log(K))
             t = time.perf_counter()
             fn(W, u)
             times[name].append(time.perf_counter() - t)
