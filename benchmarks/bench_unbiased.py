@@ -92,7 +92,10 @@ coefficients (two exps) take 9-12 ns.
   Tried and not kept: prefetching the next batch's rows of W and CSR rows while the lanes
   run. At N = 2·10⁴ no faster; at N = 10⁵ (rows from memory) 15 % faster, beyond vanilla's
   speed (1.2×) with a trick vanilla's loop does not use, so not a fair reading of the goal;
-  written into the epoch kernel, its mere presence made the loop 60 % slower.
+  written into the epoch kernel, its mere presence made the loop 60 % slower. Hiding the
+  lanes under the gather's loads (a vanilla step in the batched loop, with the lanes of a
+  fixed batch placed after the gather or in its middle): 125 ns without, 150 after, 144-150
+  in the middle, so there is little stall to hide them in; what is left is their cost.
 """
 from __future__ import annotations
 
