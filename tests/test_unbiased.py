@@ -630,18 +630,25 @@ def _batch_problem(K, n=600, d=40, seed=0, n_classes_drawn=None):
 
 
 @pytest.mark.parametrize("lr", [0.1, 1.0, 30.0])
-@pytest.mark.parametrize("drawn", [None, 3])
+@pytest.mark.parametrize("drawn", [None, 3, "ids above the bit sets"])
 def test_batched_implicit_epoch_is_the_step_by_step_epoch(lr, drawn):
     """Without a ridge and with K ≥ _BATCH_MIN_CLASSES the epoch goes in batches (their
     solves side by side) and makes the same updates in the same order as one step at a time:
     with K = 1000 classes, and with the labels and classes drawn from 3 of them (batches cut
-    short at every shared class or datapoint); at lr = 30 most lanes are not finished and the
-    epoch goes on one step at a time. With a ridge it goes one step at a time."""
+    short at every shared class or datapoint), also as ids 5, 5 + _SEEN_BITS and 7000 of
+    K = 8000 (two of them share a bit; every shared class must still end a batch); at
+    lr = 30 most lanes are not finished and the epoch goes on one step at a time. With a
+    ridge it goes one step at a time."""
     from xclib.unbiased_implicit import (
-        _BATCH_MIN_CLASSES, _implicit_epoch_batched, _implicit_epoch_steps)
-    K = 1000
+        _BATCH_MIN_CLASSES, _SEEN_BITS, _implicit_epoch_batched, _implicit_epoch_steps)
+    K = 8000 if drawn == "ids above the bit sets" else 1000
     assert K >= _BATCH_MIN_CLASSES
-    X, y, rows, ks, sq = _batch_problem(K, n_classes_drawn=drawn)
+    if drawn == "ids above the bit sets":
+        X, y, rows, ks, sq = _batch_problem(3)
+        ids = np.array([5, 5 + _SEEN_BITS, 7000])
+        y, ks = ids[y], ids[ks]
+    else:
+        X, y, rows, ks, sq = _batch_problem(K, n_classes_drawn=drawn)
     # the batches do the work at lr ≤ 1 (no early stop), and hand over at lr = 30
     _, t = _implicit_epoch_batched(X.indptr, X.indices, X.data, sq, y, np.zeros((K, X.shape[1])),
                                    np.full(X.shape[0], math.log(K)), rows, ks, lr, 1e-10)
