@@ -319,7 +319,7 @@ def _implicit_step_u(z, u_old, xx, lr, n_classes, tol, newton, n_prior):
 
 
 # -- a batch of steps side by side -----------------------------------------------------------
-#: steps whose solves of (16) run side by side in one vectorised pass
+#: steps whose solves of (16) run side by side (:func:`_lane_solves`)
 _BATCH = 16
 #: the epoch batches its steps from this many classes on, where consecutive steps seldom
 #: share a class (a step ends its batch, sharing a class with an earlier step of it, with
