@@ -64,8 +64,11 @@ def test_others_load_sees_a_busy_neighbour_and_not_itself():
         subprocess.run([sys.executable, "-c",
                         "import time\nt = time.perf_counter()\n"
                         "while time.perf_counter() - t < 1.0: pass"], check=True)
-    assert alone["own"] > 0.8 and child["own"] > 0.6  # (the child's start-up is I/O too)
-    assert shared["own"] < 0.2 and shared["cores"] > 0.8  # the busy neighbour is seen
+    # A busy loop gets less than a whole core when the host takes time from this virtual
+    # machine's cores (a CI run measured 0.61 for the loop alone), so "counted" is asserted
+    # as at least half a core, which a helper that lost the work could not report
+    assert alone["own"] > 0.5 and child["own"] > 0.4  # (the child's start-up is I/O too)
+    assert shared["own"] < 0.2 and shared["cores"] > 0.5  # the busy neighbour is seen
     for load in (alone, shared, child):  # what is counted as own is not counted twice
         assert 0.0 <= load["cores"] <= os.cpu_count() - load["own"] + 0.2
 
