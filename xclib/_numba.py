@@ -137,20 +137,29 @@ def _exp_reduce(x):
     return (x - nf * _LN2_HI) - nf * _LN2_LO, _bits_to_float((np.int64(nf) + 1023) << 52)
 
 
+#: e^r = 1 + r + Σ c_j r^(j+2) on |r| ≤ ln 2 / 2: least squares in the relative error on 400
+#: Chebyshev nodes, in 50-digit arithmetic (mpmath), rounded to float64
+_EXP_POLY = (0.5000000000000012, 0.16666666666666483, 0.04166666666651632,
+             0.008333333333451433, 0.0013888888946678828, 0.00019841269597118904,
+             2.480149034623507e-05, 2.755750728541229e-06, 2.7631125446226205e-07,
+             2.50246452096493e-08)
+
+
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def exp_lane(x):
     """``e^x`` without a call into libm, so that a loop of them vectorises; within 1 ulp of
     libm (tested).
 
-    Cody–Waite reduction ``x = n·ln 2 + r`` with ``|r| ≤ ln 2 / 2``, a degree-13 Taylor
-    polynomial for ``e^r`` (truncation below 4e-18 relative) and ``2ⁿ`` built from its bits.
+    Cody–Waite reduction ``x = n·ln 2 + r`` with ``|r| ≤ ln 2 / 2``, a degree-11 polynomial
+    for ``e^r`` (``_EXP_POLY``: relative error below 5e-18 on that interval, where Taylor's of
+    degree 11 leaves 6e-15 and needs degree 13 for 4e-18) and ``2ⁿ`` built from its bits.
     ``x`` is clamped to ``[−708, 709]``: below, ``e^−708 ≈ 3e−308`` rather than a subnormal
     or 0; above, ``e^709 ≈ 8e307`` rather than ``inf``.
     """
     r, two_n = _exp_reduce(x)
-    return two_n * (1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
-        1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
-            1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800)))))))))))))
+    c = _EXP_POLY
+    return two_n * (1.0 + r * (1.0 + r * (c[0] + r * (c[1] + r * (c[2] + r * (c[3] + r * (
+        c[4] + r * (c[5] + r * (c[6] + r * (c[7] + r * (c[8] + r * c[9])))))))))))
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")

@@ -402,10 +402,10 @@ def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
         lo = max(0.0, min(uo, z[j] + log_k1))
         done[j] &= (D1 * D1 * P > h0 * D2) & (w > lo)
         a_out[j] = w
+        u_out[j] = c2
     for j in range(n):  # the first evaluation, as in the scalar loop, and Halley's step
-        zj, uo, w = z[j], u_old[j], a_out[j]
+        zj, uo, w, c2 = z[j], u_old[j], a_out[j], u_out[j]
         C = 2.0 * lr * n_others * xx[j]
-        c2 = 0.5 / xx[j]
         a = C * exp_lane(zj - w)
         u = w - a
         E = exp_lane(a - w)
