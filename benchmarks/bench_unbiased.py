@@ -98,6 +98,17 @@ coefficients (two exps) take 9-12 ns.
   lanes under the gather's loads (a vanilla step in the batched loop, with the lanes of a
   fixed batch placed after the gather or in its middle): 125 ns without, 150 after, 144-150
   in the middle, so there is little stall to hide them in; what is left is their cost.
+* Then (2026-11-27, later): by loop, in batches of 16 copied in and out, W₀'s start 6.4 ns a
+  lane, the start's Newton and Halley steps 5.9, the evaluation 12.5 (its two exps, a
+  division and Halley's step). :func:`xclib._numba.exp_lane` now a fitted polynomial of
+  degree 11 instead of Taylor's of degree 13 (the same 1 ulp; the loop of exps 12 % faster),
+  and the last loop reuses the previous loop's ``1/(2‖x‖²)``; together within the noise of
+  one process against another (17.5-19.6 ns a lane for the same code). Decomposition again
+  (41 rounds, paired medians over vanilla's time, on a busy spell where vanilla's step took
+  218-391 ns): the batched loop with vanilla's coefficients in place of the lanes 0.95-0.98,
+  with the check for shared classes 0.97-0.99, with the lanes 1.06-1.10: the structure costs
+  nothing there, the lanes 7-10 %. With W in L3 (vanilla 125-135 ns) the same lanes are 16 %
+  of a vanilla step, and that is the margin between 0.8 and the 0.82-0.93 measured.
 """
 from __future__ import annotations
 
