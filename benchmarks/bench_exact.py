@@ -68,6 +68,14 @@ Tried for MNIST (K = 10, one thread, ms per evaluation or product, best of 7-9):
 SciPy's path 10.3 (X Wᵀ 5.1, Xᵀ(P − Y) as CSC 4.2); a kept CSR copy of Xᵀ 5.3 (slower than
 the CSC view); the fused pass 12.3-12.6 (also with fastmath or FMA contraction); the fused
 pass with eight register accumulators per block of classes (K padded to 16) 25.1.
+Then (2026-11-27): numba leaves LLVM's SLP vectoriser off, so sixteen scalar accumulators
+stay sixteen scalar multiply-adds a non-zero (checked in the assembly); 8-wide fused
+multiply-adds written as an LLVM intrinsic (K padded to 16, four partial sums per row to
+break the chain) gave X Wᵀ 4.5-6.1 and Xᵀ(P − Y) 3.9-4.6 against SciPy's 5.2-5.4 and
+4.3-4.4, and the whole fused pass 13.3 against 10.9 (Bibtex 21.3 against 21.0): no gain,
+so not kept. Neither is bound by its multiply-adds: the non-zeros alone stream in 1.2 ms,
+a chain of one multiply-add a non-zero takes 2.2 ms, and each product takes about 3 ns a
+non-zero whatever the arithmetic.
 """
 import argparse
 import contextlib
