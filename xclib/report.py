@@ -178,17 +178,19 @@ class Report:
         return pd.DataFrame(rows, columns=["claim", "paper", "ours", "status", "why"])
 
     def html(self):
-        """The table as HTML: full text of every claim, statuses marked and coloured."""
-        head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "ours", "status"))
+        """The table as HTML: full text of every claim, its status (marked and coloured) beside
+        it, then the paper's value and ours."""
+        head = "".join(f"<th>{h}</th>" for h in ("claim", "status", "paper", "ours"))
+        wrap = ' style="overflow-wrap:anywhere"'  # long value names break, not the page
         body = []
         for c in self.claims:
             mark, colour = _MARK[c["status"]]
             why = f"<br><small>{html.escape(c['why'])}</small>" if c["why"] else ""
             body.append(
                 f"<tr><td>{html.escape(c['claim'])}</td>"
-                f"<td>{html.escape(_short(c['paper']))}</td>"
-                f"<td>{html.escape(_short(c['ours']))}</td>"
-                f'<td style="color:{colour};font-weight:600">{mark} {c["status"]}{why}</td></tr>'
+                f'<td style="color:{colour};font-weight:600">{mark} {c["status"]}{why}</td>'
+                f"<td{wrap}>{html.escape(_short(c['paper']))}</td>"
+                f"<td{wrap}>{html.escape(_short(c['ours']))}</td></tr>"
             )
         return ('<table class="reproduction-check" style="text-align:left">'
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
