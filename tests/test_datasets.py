@@ -285,7 +285,11 @@ real = pytest.mark.skipif(
         ("a9a", "train", (32561, 123), 2),
         ("a9a", "test", (16281, 123), 2),
         ("sector", "test", (961, 55197), 105),
+        ("clef_partial", "test", (1006, 80), 63),
+        ("clef", "train", (10000, 80), 63),
         ("clef", "test", (1006, 80), 63),
+        ("aloi", "train", (97200, 128), 1000),
+        ("aloi", "test", (10800, 128), 1000),
     ],
 )
 @pytest.mark.filterwarnings("ignore:delicious")

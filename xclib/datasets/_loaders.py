@@ -24,7 +24,8 @@ from ._fetch import locate, read_bytes
 from ._readers import read_arff, read_idx, read_mulan_labels, read_svmlight
 
 __all__ = ["UNLABELLED_ROWS", "load_mnist", "load_mulan", "load_newsgroups", "load_a9a",
-           "load_covtype", "load_sector", "load_clef", "load_omniglot"]
+           "load_covtype", "load_sector", "load_clef_partial", "load_clef", "load_aloi",
+           "load_omniglot"]
 
 
 def _kw(loc):
@@ -267,7 +268,7 @@ def load_sector(split, loc):
 
 
 @functools.lru_cache(maxsize=None)
-def load_clef(split, loc):
+def load_clef_partial(split, loc):
     """PARTIAL set, for smoke tests and illustrations only (test split only)."""
     key = "clef_partial/cat_hier.txt"
     hier = read_bytes(key, **_kw(loc)).decode()
@@ -285,6 +286,64 @@ def load_clef(split, loc):
         raise DataFormatError("clef_partial/clef_test.txt.gz: labels that are not leaves of "
                               "cat_hier.txt")
     return _freeze(X, np.searchsorted(leaves, y))
+
+
+@functools.lru_cache(maxsize=None)
+def _clef_raw(split, loc):
+    """Features (integers 0-7) and class paths of one ImCLEF07A split (dense ARFF)."""
+    key = f"clef/ImCLEF07A_{split.capitalize()}.arff.gz"
+    text = read_bytes(key, **_kw(loc)).decode("ascii", errors="replace")
+    head, sep, body = text.partition("@DATA")
+    if not sep:
+        raise DataFormatError(f"{key}: no @DATA section")
+    n_attr = sum(1 for line in head.splitlines() if line.upper().startswith("@ATTRIBUTE"))
+    rows, paths = [], []
+    for lineno, line in enumerate(body.splitlines(), start=head.count("\n") + 1):
+        line = line.strip()
+        if not line or line.startswith("%"):
+            continue
+        fields = line.split(",")
+        if len(fields) != n_attr:
+            raise DataFormatError(f"{key}, line {lineno}: {len(fields)} fields, expected "
+                                  f"{n_attr} ({n_attr - 1} features and the class)")
+        try:
+            rows.append([float(v) for v in fields[:-1]])
+        except ValueError:
+            raise DataFormatError(f"{key}, line {lineno}: a feature that is not a number"
+                                  ) from None
+        paths.append(fields[-1].split("@")[-1])  # the deepest path is the class
+    X = np.array(rows, dtype=np.float64).reshape(len(rows), n_attr - 1)
+    if not np.isfinite(X).all():
+        raise DataFormatError(f"{key}: NaN or infinite feature values")
+    return X, np.array(paths)
+
+
+@functools.lru_cache(maxsize=None)
+def load_clef(split, loc):
+    """ImageCLEF 2007 (ImCLEF07A), complete: 80 integer features 0-7, 63 leaf classes.
+
+    Codes are the rank of the class path (``"2/1/3"``) among the train split's paths, so both
+    splits share them; a test path never seen in train is an error (none is, here).
+    """
+    classes = np.unique(_clef_raw("train", loc)[1])
+    X, paths = _clef_raw(split, loc)
+    code = np.searchsorted(classes, paths)
+    if not np.array_equal(classes[np.minimum(code, classes.size - 1)], paths):
+        raise DataFormatError(f"clef {split}: class paths not seen in train")
+    return _freeze(sp.csr_matrix(X), code)
+
+
+@functools.lru_cache(maxsize=None)
+def load_aloi(split, loc):
+    """ALOI (Vowpal Wabbit text ``label | idx:val ...``): 128 features, labels 1..1000 -> 0..999."""
+    key = f"aloi/aloi_{split}.vw.gz"
+    data = read_bytes(key, **_kw(loc))
+    # "label | 1:4 6:4" is svmlight once the namespace bar goes
+    X, y = read_svmlight(data.replace(b" | ", b" ").replace(b" |", b" "), 128, name=key)
+    y = y.astype(np.int64)
+    if y.min() < 1 or y.max() > 1000:
+        raise DataFormatError(f"{key}: labels outside 1..1000")
+    return _freeze(X, y - 1)
 
 
 def _omniglot_pngs(key, loc):

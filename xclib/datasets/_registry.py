@@ -89,9 +89,14 @@ DATASETS = {
     "sector": Dataset(("heldout", "test"), {"heldout": 865, "test": 961}, 55197, 105, True,
                       ("sector_partial/sector.heldout.gz", "sector_partial/sector.test.gz"),
                       _loaders.load_sector),
-    "clef": Dataset(("test",), {"test": 1006}, 80, 63, True,
-                    ("clef_partial/clef_test.txt.gz", "clef_partial/cat_hier.txt"),
+    "clef": Dataset(("train", "test"), {"train": 10000, "test": 1006}, 80, 63, False,
+                    ("clef/ImCLEF07A_Train.arff.gz", "clef/ImCLEF07A_Test.arff.gz"),
                     _loaders.load_clef),
+    "aloi": Dataset(("train", "test"), {"train": 97200, "test": 10800}, 128, 1000, False,
+                    ("aloi/aloi_train.vw.gz", "aloi/aloi_test.vw.gz"), _loaders.load_aloi),
+    "clef_partial": Dataset(("test",), {"test": 1006}, 80, 63, True,
+                            ("clef_partial/clef_test.txt.gz", "clef_partial/cat_hier.txt"),
+                            _loaders.load_clef_partial),
     "omniglot": Dataset(("train", "small1", "small2"),
                         {"train": 5840, "small1": 2720, "small2": 3120}, "size**2",
                         "242 characters / 8 alphabets", True,
@@ -162,9 +167,17 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
             sector has only its ``"heldout"`` (865) and ``"test"`` (961) parts here, 55197
             tf-idf features, K = 105 (codes = LIBSVM labels − 1). No train split.
         ``"clef"``
+            ImageCLEF 2007 medical images (ImCLEF07A, the DS-MLR paper's CLEF), complete:
+            10000 / 1006 rows × 80 dense integer features 0-7 (as stored: not standardised),
+            K = 63 (codes = the rank of the class path, e.g. ``"2/1/3"``, among train's).
+        ``"aloi"``
+            ALOI (Amsterdam Library of Object Images), 128-bin colour histograms: 97200 /
+            10800 rows × 128 small integer counts (1-9; 31 non-zeros a row on average),
+            K = 1000 objects (codes = labels − 1); every class has 87-105 train rows.
+        ``"clef_partial"``
             PARTIAL, for smoke tests and illustrations only: the ImageCLEF07 ``"test"`` split
-            only, 1006 rows × 80 dense features, K = 63 (codes = rank of the label among the
-            leaves of ``cat_hier.txt``, so a train file would share them).
+            only, as another source standardised it, 1006 rows × 80 dense features, K = 63
+            (codes = rank of the label among the leaves of ``cat_hier.txt``).
         ``"omniglot"``
             PARTIAL, for smoke tests and illustrations only: 8 of the 50 alphabets (the
             "background small 1" and "small 2" zips; split ``"small1"``, ``"small2"`` or
