@@ -16,7 +16,8 @@ from xclib.sqb import (
     SQB, LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, MultinomialSQB, Solver,
     asgd_epoch, batch_curvature, batch_curvature_multinomial, batch_mu, batch_mu_multinomial,
     batch_schedule, bound_factors, bound_stats, cg_sigma, curvature_weight, logistic_objective,
-    logistic_optimum, lsqr_sigma, sag_epoch, sgd_epoch, sigma_matvec, softmax_bound_row,
+    logistic_optimum, lsqr_sigma, sag_epoch, sgd_epoch, sigma_matvec, softmax_bound_matvec,
+    softmax_bound_row, softmax_bound_weights,
     sqb_iterations,
 )
 from xclib.exact import SoftmaxRegression, softmax_objective
@@ -444,15 +445,37 @@ def test_multinomial_batch_statistics_and_kron_operator():
     batch_mu_multinomial(X.indptr, X.indices, X.data, y.astype(float), W.ravel(), K, batch, mu)
     _, g, _ = softmax_objective(W, X[batch], y[batch])
     np.testing.assert_allclose(mu, g.ravel() / len(batch), rtol=1e-10, atol=1e-13)
-    M = np.empty((5, K, K))
+    M = np.empty((5, 2, K))
     batch_curvature_multinomial(X.indptr, X.indices, X.data, W.ravel(), K, batch, M)
     Xd = X.toarray()
-    A = (sum(np.kron(M[b], np.outer(Xd[j], Xd[j])) for b, j in enumerate(batch))
+    dense = np.empty((K, K))
+    blocks = []
+    for j in batch:
+        softmax_bound_row(W @ Xd[j], dense)
+        blocks.append(dense / len(batch))
+    A = (sum(np.kron(Mb, np.outer(Xd[j], Xd[j])) for Mb, j in zip(blocks, batch))
          + 0.1 * np.eye(K * 5))
     v = rng.normal(size=K * 5)
     out = np.empty_like(v)
     sigma_matvec(X.indptr, X.indices, X.data, batch, M, 0.1, v, out)
     np.testing.assert_allclose(out, A @ v, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("spread", [1.0, 30.0, 700.0])
+def test_softmax_bound_matvec_is_the_formed_matrix(spread):
+    """The O(K) product from the 2K factors equals ``M v`` with M formed by Algorithm 1, for
+    scores so spread that exp(score) alone would overflow."""
+    rng = np.random.default_rng(int(spread))
+    for K in (2, 3, 17, 64):
+        s = rng.normal(scale=spread, size=K)
+        M, wq = np.empty((K, K)), np.empty((2, K))
+        p = softmax_bound_row(s, M)
+        np.testing.assert_allclose(softmax_bound_weights(s, wq), p, rtol=1e-9, atol=1e-12)
+        for _ in range(3):
+            v = rng.normal(size=K)
+            out = np.empty(K)
+            softmax_bound_matvec(wq, v, out)
+            np.testing.assert_allclose(out, M @ v, rtol=1e-10, atol=1e-12 * np.abs(M).max())
 
 
 def test_multinomial_sqb_reaches_softmax_regression_optimum():

@@ -33,7 +33,10 @@ the epoch loop of the other chapters apply unchanged.
 from .baselines import (
     LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, asgd_epoch, sag_epoch, sgd_epoch,
 )
-from .bound import bound_factors, bound_stats, curvature_weight, softmax_bound_row
+from .bound import (
+    bound_factors, bound_stats, curvature_weight, softmax_bound_matvec, softmax_bound_row,
+    softmax_bound_weights,
+)
 from .estimators import SQB, MultinomialSQB
 from .objective import logistic_objective, logistic_optimum
 from .solvers import Solver, batch_schedule, cg_sigma, lsqr_sigma, sigma_matvec, sqb_iterations
@@ -48,6 +51,8 @@ __all__ = [
     "batch_mu",
     "batch_curvature",
     "softmax_bound_row",
+    "softmax_bound_weights",
+    "softmax_bound_matvec",
     "batch_mu_multinomial",
     "batch_curvature_multinomial",
     "sigma_matvec",

@@ -18,7 +18,8 @@ from numba import njit
 
 from .._numba import logaddexp, sigmoid
 
-__all__ = ["curvature_weight", "bound_factors", "bound_stats", "softmax_bound_row"]
+__all__ = ["curvature_weight", "bound_factors", "bound_stats", "softmax_bound_row",
+           "softmax_bound_weights", "softmax_bound_matvec"]
 
 
 @njit(cache=True, nogil=True)
@@ -131,3 +132,48 @@ def softmax_bound_row(scores, M):
             p[k] += q * a[k]
         log_z = logaddexp(log_z, scores[y])
     return p
+
+
+@njit(cache=True, nogil=True)
+def softmax_bound_weights(scores, wq):
+    """The factors of :func:`softmax_bound_row`'s ``M`` in O(K): ``wq[0, y] = D_y`` (the
+    curvature weight of step y) and ``wq[1, y] = q_y = e^{s_y} / Z_{y+1}`` (the share of
+    class y in the running normaliser ``Z_{y+1} = Σ_{k≤y} e^{s_k}``). Returns ``p``.
+
+    The running ``p̂`` before step y is the softmax of the first y scores, so
+    ``a_y = e_y − p̂`` needs no storage: :func:`softmax_bound_matvec` applies ``M`` from
+    these 2K numbers in O(K) instead of forming its K² entries.
+    """
+    K = scores.shape[0]
+    log_z = -np.inf
+    for y in range(K):
+        t = np.inf if log_z == -np.inf else scores[y] - log_z
+        wq[0, y] = curvature_weight(t)
+        wq[1, y] = sigmoid(t)
+        log_z = logaddexp(log_z, scores[y])
+    p = np.empty(K)
+    for k in range(K):
+        p[k] = math.exp(scores[k] - log_z)
+    return p
+
+
+@njit(cache=True, nogil=True)
+def softmax_bound_matvec(wq, v, out):
+    """``out = M v`` for ``M = Σ_y D_y a_y a_yᵀ`` of :func:`softmax_bound_row`, in O(K).
+
+    With ``m_y = p̂ᵀv`` (p̂ before step y) and ``c_y = D_y (v_y − m_y) = D_y a_yᵀv``,
+    ``(Mv)_k = c_k − e^{s_k} Σ_{y>k} c_y / Z_y``. Both sums run as recursions whose factors
+    lie in [0, 1], so no exponential can overflow whatever the scores:
+    ``m_{y+1} = (1 − q_y) m_y + q_y v_y`` forward, and ``R_k = c_{k+1} + (1 − q_{k+1}) R_{k+1}``
+    backward, with ``e^{s_k} Σ_{y>k} c_y / Z_y = q_k R_k``.
+    """
+    K = v.shape[0]
+    m = 0.0
+    for y in range(K):
+        out[y] = wq[0, y] * (v[y] - m)  # c_y
+        m = (1.0 - wq[1, y]) * m + wq[1, y] * v[y]
+    r = 0.0
+    for k in range(K - 1, -1, -1):
+        c = out[k]
+        out[k] = c - wq[1, k] * r
+        r = c + (1.0 - wq[1, k]) * r

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from .._numba import sparse_row_axpy, sparse_row_dot
+from .bound import softmax_bound_matvec
 from .statistics import (
     batch_curvature,
     batch_curvature_multinomial,
@@ -39,28 +40,33 @@ class Solver(IntEnum):
 def sigma_matvec(indptr, indices, data, batch, M, alpha, v, out):
     """``out = (Σ_S + αI) v`` with ``Σ_S = Σ_{b} M_b ⊗ x_{j_b} x_{j_b}ᵀ``, never formed (Sec. 4.1).
 
-    ``v`` and ``out`` are K·D vectors (a K × D matrix V, row-major) and ``M`` is (|S|, K, K):
-    ``out = Σ_b M_b (V x_b) x_bᵀ + αV`` in O(K·nnz(X_S) + K²|S| + K·D). Binary logistic
-    regression is K = 1 with ``M_b = c(θᵀx_b)/|S|`` (so ``Σ_S = S̃S̃ᵀ``, ``S̃ = [√M_b x_b]``);
-    the multinomial model has ``M_b`` from :func:`~xclib.sqb.bound.softmax_bound_row`.
+    ``v`` and ``out`` are K·D vectors (a K × D matrix V, row-major):
+    ``out = Σ_b M_b (V x_b) x_bᵀ + αV`` in O(K·nnz(X_S) + K·D). Binary logistic regression
+    is K = 1, ``M`` of shape (|S|, 1, 1) holding ``M_b = c(θᵀx_b)/|S|`` (so ``Σ_S = S̃S̃ᵀ``,
+    ``S̃ = [√M_b x_b]``); the multinomial model passes ``M`` of shape (|S|, 2, K), the
+    factors of :func:`~xclib.sqb.bound.softmax_bound_row`'s K × K matrix
+    (:func:`~xclib.sqb.bound.softmax_bound_weights`), applied in O(K) per row
+    (:func:`~xclib.sqb.bound.softmax_bound_matvec`) where the formed matrix took K².
     """
-    K = M.shape[1]
+    K = M.shape[2]
     D = v.shape[0] // K
     for i in range(v.shape[0]):
         out[i] = alpha * v[i]
     s = np.empty(K)
+    t = np.empty(K)
     for b in range(batch.shape[0]):
         j = batch[b]
         idx = indices[indptr[j]:indptr[j + 1]]
         val = data[indptr[j]:indptr[j + 1]]
         for k in range(K):
             s[k] = sparse_row_dot(idx, val, v[k * D:(k + 1) * D])
+        if M.shape[1] == 1:  # binary: M_b is the scalar weight
+            t[0] = M[b, 0, 0] * s[0]
+        else:
+            softmax_bound_matvec(M[b], s, t)
         for k in range(K):
-            t = 0.0
-            for kk in range(K):
-                t += M[b, k, kk] * s[kk]
-            if t != 0.0:
-                sparse_row_axpy(t, idx, val, out[k * D:(k + 1) * D])
+            if t[k] != 0.0:
+                sparse_row_axpy(t[k], idx, val, out[k * D:(k + 1) * D])
 
 
 @njit(cache=True, nogil=True)
@@ -172,7 +178,7 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
     n_classes : 1 for binary logistic regression (θ of length D); K ≥ 2 for the multinomial
         model (θ = W, K × D row-major).
 
-    Cost per iteration O(K·nnz(X_T) + n_inner·(K·nnz(X_S) + K²|S|) + K·D): Σ is never formed.
+    Cost per iteration O(K·nnz(X_T) + n_inner·K·(nnz(X_S) + |S|) + K·D): Σ is never formed.
     """
     n = indptr.shape[0] - 1
     K = n_classes
@@ -181,7 +187,7 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
     mu = np.empty(d)
     rhs = np.empty(d)
     xi = np.empty(d)
-    M = np.zeros((min(n, b_sigma.max()) if b_sigma.shape[0] else 0, K, K))
+    M = np.zeros((min(n, b_sigma.max()) if b_sigma.shape[0] else 0, 1 if K == 1 else 2, K))
     pt = 0
     ps = 0
     for k in range(b_mu.shape[0]):

@@ -11,7 +11,8 @@ Binary logistic regression is Ω = {0, 1}, ``f_x(0) = 0``, ``f_x(1) = x``, ``h =
 
 The multinomial model (beyond the paper) has ``f_x(y) = e_y ⊗ x`` and θ = W (K × D,
 row-major): :func:`batch_mu_multinomial` and :func:`batch_curvature_multinomial`, whose
-K × K blocks come from :func:`~xclib.sqb.bound.softmax_bound_row`.
+K × K blocks come from :func:`~xclib.sqb.bound.softmax_bound_row`, stored as its 2K factors
+(:func:`~xclib.sqb.bound.softmax_bound_weights`).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from .._numba import sigmoid, sparse_row_axpy, sparse_row_dot
-from .bound import curvature_weight, softmax_bound_row
+from .bound import curvature_weight, softmax_bound_weights
 
 __all__ = ["batch_mu", "batch_curvature", "batch_mu_multinomial", "batch_curvature_multinomial"]
 
@@ -91,8 +92,9 @@ def batch_mu_multinomial(indptr, indices, data, y, theta, K, batch, out):
 
 @njit(cache=True, nogil=True)
 def batch_curvature_multinomial(indptr, indices, data, theta, K, batch, M):
-    """``M_b = M(W x_b) / |S|`` (:func:`softmax_bound_row`), so that
-    ``Σ_S = Σ_b M_b ⊗ x_b x_bᵀ``. O(K·nnz(X_S) + K²|S|)."""
+    """The factors of ``M_b = M(W x_b) / |S|`` (:func:`softmax_bound_weights`: ``M[b, 0]``
+    the curvature weights over |S|, ``M[b, 1]`` the shares q), so that
+    ``Σ_S = Σ_b M_b ⊗ x_b x_bᵀ``. O(K·nnz(X_S)); ``M`` is (|S|, 2, K), not (|S|, K, K)."""
     m = batch.shape[0]
     s = np.empty(K)
     for b in range(m):
@@ -100,7 +102,6 @@ def batch_curvature_multinomial(indptr, indices, data, theta, K, batch, M):
         idx = indices[indptr[j]:indptr[j + 1]]
         val = data[indptr[j]:indptr[j + 1]]
         _row_scores(idx, val, theta, K, s)
-        softmax_bound_row(s, M[b])
+        softmax_bound_weights(s, M[b])
         for k in range(K):
-            for kk in range(K):
-                M[b, k, kk] /= m
+            M[b, 0, k] /= m
