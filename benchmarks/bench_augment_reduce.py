@@ -164,7 +164,7 @@ def main():
         out[f"{name}_floor_access_s"] = access
         sec = {}
         for model in PAPER[name]:
-            est = AugmentReduce(model=model, batch_size=B, n_sampled=S, n_epochs=args.epochs,
+            est = AugmentReduce(model=model, batch_size=B, n_sampled=S, n_epochs=args.epochs, tol=None,
                                 random_state=0, history_samples=1, **PAPER_PARAMS)
             warm_up(est, X, y)
             est.fit(X, y)

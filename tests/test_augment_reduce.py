@@ -442,7 +442,7 @@ def test_fused_iteration_matches_separate_kernels(model, D, density, alpha, cloc
     N, K = 90, 7
     X = sp.random(N, D, density=density, random_state=3, format="csr")
     y = rng.integers(K, size=N)
-    est = AugmentReduce(model=model, alpha=alpha, batch_size=16, n_sampled=3, n_epochs=4,
+    est = AugmentReduce(model=model, alpha=alpha, batch_size=16, n_sampled=3, tol=None, n_epochs=4,
                         local_clock=clock, learning_rate=0.3, decay_every=7, random_state=5,
                         history_samples=5).fit(X, y)
     st, trace = _separate_kernels_fit(est, X, y, 4)
@@ -494,7 +494,7 @@ def test_class_by_class_iteration_is_the_row_by_row_one_bit_for_bit(model, D, de
     N, K = 90, 7
     X = sp.random(N, D, density=density, random_state=3, format="csr")
     y = rng.integers(K, size=N)
-    est = AugmentReduce(model=model, alpha=alpha, batch_size=16, n_sampled=3, n_epochs=1,
+    est = AugmentReduce(model=model, alpha=alpha, batch_size=16, n_sampled=3, tol=None, n_epochs=1,
                         learning_rate=0.3, decay_every=7, random_state=5,
                         history_samples=5).fit(X, y)
     rows = _schedule_fit(KN._iteration_by_rows, est, X, y, 3)
@@ -519,7 +519,7 @@ def _blobs(n=600, K=4, D=5, seed=0):
 @pytest.mark.parametrize("model", ["softmax", "probit", "logistic", "ove"])
 def test_estimator_learns_and_is_deterministic(model):
     X, y = _blobs()
-    kw = dict(model=model, batch_size=50, n_sampled=2, n_epochs=15, random_state=3,
+    kw = dict(model=model, batch_size=50, n_sampled=2, tol=None, n_epochs=15, random_state=3,
               history_samples=20, learning_rate=0.1)
     a = AugmentReduce(**kw).fit(X, y)
     b = AugmentReduce(**kw).fit(sp.csr_matrix(X), y)
@@ -535,7 +535,7 @@ def test_estimator_learns_and_is_deterministic(model):
 @pytest.mark.parametrize("model", ["softmax", "probit"])
 def test_eval_every_changes_the_history_not_the_fit(model):
     X, y = _blobs()
-    kw = dict(model=model, batch_size=50, n_sampled=2, n_epochs=7, random_state=3,
+    kw = dict(model=model, batch_size=50, n_sampled=2, tol=None, n_epochs=7, random_state=3,
               history_samples=20)
     a = AugmentReduce(**kw).fit(X, y)
     b = AugmentReduce(eval_every=3, **kw).fit(X, y)
@@ -547,26 +547,27 @@ def test_eval_every_changes_the_history_not_the_fit(model):
 
 def test_defaults_fit_standardised_data():
     """``AugmentReduce().fit`` with every default: near the exact ridge optimum's accuracy and
-    within 0.2 nats of its loss after the default 10 epochs."""
+    within 0.2 nats of its loss, stopping on its own (``tol``) within the default 100 epochs."""
     X, y = _blobs(n=1000, K=5, D=8, seed=5)
     X = (X - X.mean(0)) / X.std(0)
     est = AugmentReduce().fit(X, y)
     exact = SoftmaxRegression(alpha=1e-4, fit_intercept=True).fit(X, y)
     loss_exact, err_exact = softmax_loss_and_error(exact.coef_, sp.csr_matrix(X), y,
                                                    exact.intercept_)
-    assert not est.diverged_ and est.n_epochs_ == 10
+    assert not est.diverged_ and est.n_epochs_ <= 100
     assert est.history_["train_loss"][-1] < loss_exact + 0.2
     assert est.history_["train_error"][-1] < err_exact + 0.03
 
 
 def test_same_initialisation_for_every_model():
     X, y = _blobs(n=50)
-    fits = [AugmentReduce(model=m, n_epochs=0, random_state=4).fit(X, y)
+    fits = [AugmentReduce(model=m, tol=None, n_epochs=0, random_state=4).fit(X, y)
             for m in ("softmax", "probit", "logistic", "ove")]
     for f in fits[1:]:
         np.testing.assert_array_equal(f.coef_, fits[0].coef_)
         np.testing.assert_array_equal(f.intercept_, fits[0].intercept_)
-    assert np.std(fits[0].coef_) == pytest.approx(0.1, rel=0.3)
+    # learning_rate="auto" fits on rows divided by row_scale_: the initial weights live there
+    assert np.std(fits[0].coef_ * fits[0].row_scale_) == pytest.approx(0.1, rel=0.3)
     assert np.std(fits[0].intercept_) < 0.01
 
 
@@ -574,7 +575,7 @@ def test_softmax_ar_approaches_the_exact_optimum():
     X, y = _blobs(n=400, K=5, seed=1)
     exact = SoftmaxRegression(alpha=0.0, fit_intercept=True).fit(X, y)
     ll_exact = -np.mean(-exact.predict_log_proba(X)[np.arange(len(y)), y])
-    est = AugmentReduce(alpha=0.0, batch_size=40, n_sampled=4, n_epochs=150, learning_rate=0.3,
+    est = AugmentReduce(alpha=0.0, batch_size=40, n_sampled=4, tol=None, n_epochs=150, learning_rate=0.3,
                         random_state=0).fit(X, y)
     ll = est.log_likelihood(X, y)
     assert ll <= ll_exact + 1e-9
@@ -601,7 +602,7 @@ def test_ridge_reaches_the_exact_ridge_optimum(model):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unregularised optimum may not exist
         free.fit(X, y)
-    est = AugmentReduce(model=model, alpha=alpha, batch_size=40, n_sampled=4, n_epochs=150,
+    est = AugmentReduce(model=model, alpha=alpha, batch_size=40, n_sampled=4, tol=None, n_epochs=150,
                         learning_rate=0.1, random_state=0).fit(X, y)
     norm = np.linalg.norm(est.coef_)
     assert norm < 0.8 * np.linalg.norm(free.coef_)
@@ -613,15 +614,15 @@ def test_ridge_reaches_the_exact_ridge_optimum(model):
 def test_ridge_zeroes_features_absent_from_training():
     X, y = _blobs(n=200)
     X[:, 2] = 0.0
-    assert np.all(AugmentReduce(n_epochs=1, random_state=0).fit(X, y).coef_[:, 2] == 0.0)
-    assert np.all(AugmentReduce(alpha=0.0, n_epochs=1, random_state=0).fit(X, y).coef_[:, 2]
+    assert np.all(AugmentReduce(tol=None, n_epochs=1, random_state=0).fit(X, y).coef_[:, 2] == 0.0)
+    assert np.all(AugmentReduce(alpha=0.0, tol=None, n_epochs=1, random_state=0).fit(X, y).coef_[:, 2]
                   != 0.0)
 
 
 def test_fitted_model_pickles_small():
     X, y = _blobs(n=3000, D=40)
     for model in ("softmax", "probit", "ove"):
-        est = AugmentReduce(model=model, n_epochs=2, history_samples=5, random_state=0)
+        est = AugmentReduce(model=model, tol=None, n_epochs=2, history_samples=5, random_state=0)
         est.fit(X, y)
         assert not hasattr(est, "_state")
         size = len(pickle.dumps(est))
@@ -632,7 +633,7 @@ def test_fitted_model_pickles_small():
 
 def test_noise_models_expose_their_variational_parameters():
     X, y = _blobs(n=200)
-    est = AugmentReduce(model="logistic", n_epochs=2, history_samples=5, random_state=0)
+    est = AugmentReduce(model="logistic", tol=None, n_epochs=2, history_samples=5, random_state=0)
     est.fit(X, y)
     assert est.q_loc_.shape == est.q_scale_.shape == (200,)
     assert np.all(est.q_scale_ > 0) and not hasattr(est, "log_eta_")
@@ -676,20 +677,28 @@ def test_one_class_is_an_error():
 
 @pytest.mark.parametrize("model", ["softmax", "ove"])
 def test_badly_scaled_features_are_flagged(model):
-    """X · 1e200: the steps move the weights by ~learning_rate, the loss stays near 1e199.
-    No silent garbage: a DivergenceWarning and diverged_ = True."""
+    """X · 1e200 with a fixed step: the steps move the weights by ~learning_rate, the loss
+    stays near 1e199. No silent garbage: a DivergenceWarning and diverged_ = True. The
+    default step ("auto") divides the rows by a power of two first: the same fit as on X."""
     X, y = _blobs(n=300)
+    kw = dict(model=model, tol=None, n_epochs=3, random_state=0)
     with pytest.warns(DivergenceWarning, match="standardise X"):
-        est = AugmentReduce(model=model, n_epochs=3, random_state=0).fit(X * 1e200, y)
+        est = AugmentReduce(learning_rate=0.1, **kw).fit(X * 1e200, y)
     assert est.diverged_
     # the same data on a unit scale is fine
-    assert not AugmentReduce(model=model, n_epochs=3, random_state=0).fit(X, y).diverged_
+    assert not AugmentReduce(learning_rate=0.1, **kw).fit(X, y).diverged_
+    # (without a ridge: alpha on W means alpha / s² on the rescaled problem, another fit)
+    big = AugmentReduce(alpha=0.0, **kw).fit(X * 2.0 ** 664, y)
+    unit = AugmentReduce(alpha=0.0, **kw).fit(X, y)
+    assert not big.diverged_
+    np.testing.assert_array_equal(big.predict(X * 2.0 ** 664), unit.predict(X))
+    np.testing.assert_allclose(big.coef_ * 2.0 ** 664, unit.coef_, rtol=1e-12)
 
 
 def test_too_large_learning_rate_is_flagged():
     X, y = _blobs(n=300)
     with pytest.warns(DivergenceWarning):
-        est = AugmentReduce(learning_rate=1e6, alpha=0.0, n_epochs=5, random_state=0).fit(X, y)
+        est = AugmentReduce(learning_rate=1e6, alpha=0.0, tol=None, n_epochs=5, random_state=0).fit(X, y)
     assert est.diverged_ and np.all(np.isfinite(est.coef_))
 
 

@@ -102,8 +102,8 @@ def test_learns_separable_data_and_is_reproducible(Est):
     y = rng.integers(0, K, N)
     X = centers[y] + rng.normal(size=(N, D))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
-    a = Est(learning_rate=5.0, n_epochs=15, batch_size=20, random_state=0).fit(X, y)
-    b = Est(learning_rate=5.0, n_epochs=15, batch_size=20, random_state=0).fit(sp.csr_matrix(X), y)
+    a = Est(learning_rate=5.0, tol=None, n_epochs=15, batch_size=20, random_state=0).fit(X, y)
+    b = Est(learning_rate=5.0, tol=None, n_epochs=15, batch_size=20, random_state=0).fit(sp.csr_matrix(X), y)
     assert a.score(X, y) > 0.9
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert a.history_["train_loss"][-1] < a.history_["train_loss"][0]
@@ -111,7 +111,7 @@ def test_learns_separable_data_and_is_reproducible(Est):
 
 def test_biases_only_model_on_a_constant_feature():
     y = np.repeat([0, 1, 2], [60, 30, 10])
-    est = OVE(learning_rate=1.0, n_epochs=30, batch_size=10, random_state=0)
+    est = OVE(learning_rate=1.0, tol=None, n_epochs=30, batch_size=10, random_state=0)
     est.fit(np.ones((100, 1)), y)
     b = est.coef_[:, 0]
     assert np.argmax(b) == 0 and np.argmin(b) == 2
@@ -120,7 +120,7 @@ def test_biases_only_model_on_a_constant_feature():
 def test_intercept_is_fitted():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3)); y = rng.integers(0, 3, 200)
-    est = OVE(n_epochs=2, fit_intercept=True, random_state=0).fit(X, y)
+    est = OVE(tol=None, n_epochs=2, fit_intercept=True, random_state=0).fit(X, y)
     assert est.coef_.shape == (3, 3) and est.intercept_.shape == (3,)
     assert np.any(est.intercept_ != 0)
 
@@ -131,7 +131,7 @@ def test_ridge_shrinks_towards_its_fixed_point(Est):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 5)); y = rng.integers(0, 3, 300)
     X[np.arange(300), y] += 2.0
-    norms = [np.linalg.norm(Est(alpha=a, n_epochs=5, random_state=0).fit(X, y).coef_)
+    norms = [np.linalg.norm(Est(alpha=a, tol=None, n_epochs=5, random_state=0).fit(X, y).coef_)
              for a in (0.0, 0.1, 1.0)]
     assert norms[0] > norms[1] > norms[2] > 0
 
@@ -140,7 +140,7 @@ def test_ridge_shrinks_towards_its_fixed_point(Est):
     (dict(learning_rate=-1.0), "learning_rate"), (dict(shuffle="sometimes"), "shuffle"),
     (dict(decay=0.0), "decay"), (dict(batch_size=0), "batch_size"),
     (dict(n_sampled=0), "n_sampled"), (dict(alpha=-1e-3), "alpha"),
-    (dict(n_epochs=2.5), "n_epochs"), (dict(fit_intercept="yes"), "fit_intercept"),
+    (dict(tol=None, n_epochs=2.5), "n_epochs"), (dict(fit_intercept="yes"), "fit_intercept"),
 ])
 def test_bad_parameters_raise_naming_them(bad, name):
     X = np.eye(4); y = np.array([0, 1, 0, 1])
@@ -155,7 +155,7 @@ def test_huge_learning_rate_is_reported_as_divergence(Est):
     X = rng.normal(size=(400, 6)); y = rng.integers(0, 4, 400)
     X[np.arange(400), y] += 1.0
     with pytest.warns(DivergenceWarning):
-        m = Est(learning_rate=1e12, alpha=0.0, n_epochs=5, random_state=0).fit(X, y)
+        m = Est(learning_rate=1e12, alpha=0.0, tol=None, n_epochs=5, random_state=0).fit(X, y)
     assert m.diverged_ and m.n_epochs_ < 5
     assert np.all(np.isfinite(m.coef_))
 
@@ -164,7 +164,7 @@ def test_huge_learning_rate_is_reported_as_divergence(Est):
 def test_fitted_model_pickles_without_data_or_state(Est):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 20)); y = rng.integers(0, 5, 2000)
-    m = Est(n_epochs=2, random_state=0).fit(X, y)
+    m = Est(tol=None, n_epochs=2, random_state=0).fit(X, y)
     assert not hasattr(m, "_state")
     assert len(pickle.dumps(m)) < 4 * m.coef_.nbytes + 20_000 < X.nbytes
 

@@ -308,7 +308,7 @@ def test_warm_started_lambert_w_matches_scipy():
 
 def test_implicit_sgd_solvers_give_the_same_fit():
     X, y = _blobs(3, N=150)
-    fits = [ImplicitSGD(learning_rate=lr, n_epochs=3, solver=s, random_state=0).fit(X, y)
+    fits = [ImplicitSGD(learning_rate=lr, tol=None, n_epochs=3, solver=s, random_state=0).fit(X, y)
             for lr in (0.1, 100.0) for s in ("newton", "bisection")]
     for f1, f2 in (fits[:2], fits[2:]):
         np.testing.assert_allclose(f1.coef_, f2.coef_, rtol=1e-7, atol=1e-9)
@@ -338,7 +338,7 @@ def test_implicit_sgd_is_stable_for_every_learning_rate():
     for lr in 10.0 ** np.arange(-4, 5):
         with warnings.catch_warnings():
             warnings.simplefilter("error", DivergenceWarning)
-            m = ImplicitSGD(learning_rate=lr, n_epochs=3, random_state=0).fit(X, y)
+            m = ImplicitSGD(learning_rate=lr, tol=None, n_epochs=3, random_state=0).fit(X, y)
         assert not m.diverged_ and np.all(np.isfinite(m.coef_))
         assert m.history_["train_loss"][-1] < logK + 2
 
@@ -346,7 +346,7 @@ def test_implicit_sgd_is_stable_for_every_learning_rate():
 def test_implicit_sgd_approaches_the_exact_optimum():
     X, y = _blobs(1, N=200)
     opt = softmax_log_loss(SoftmaxRegression(alpha=0.0).fit(X, y).coef_, X, y)
-    m = ImplicitSGD(learning_rate=1.0, n_epochs=40, decay=0.95, alpha=0.0,
+    m = ImplicitSGD(learning_rate=1.0, tol=None, n_epochs=40, decay=0.95, alpha=0.0,
                     random_state=0).fit(X, y)
     assert m.history_["train_loss"][-1] - opt < 0.05
     assert m.history_["train_loss"][-1] < m.history_["train_loss"][0]
@@ -365,10 +365,10 @@ def test_ridge_converges_to_the_exact_ridge_optimum(Est, kw):
     X, y = _blobs(1, N=200)
     alpha = 0.05
     opt = SoftmaxRegression(alpha=alpha).fit(X, y).coef_
-    m = Est(alpha=alpha, n_epochs=40, decay=0.93, random_state=0, **kw).fit(X, y)
+    m = Est(alpha=alpha, tol=None, n_epochs=40, decay=0.93, random_state=0, **kw).fit(X, y)
     gap = _ridge_objective(m.coef_, X, y, alpha) - _ridge_objective(opt, X, y, alpha)
     assert 0 <= gap < 0.01
-    free = Est(alpha=0.0, n_epochs=40, decay=0.93, random_state=0, **kw).fit(X, y)
+    free = Est(alpha=0.0, tol=None, n_epochs=40, decay=0.93, random_state=0, **kw).fit(X, y)
     assert _ridge_objective(free.coef_, X, y, alpha) - _ridge_objective(opt, X, y, alpha) > 3 * gap
     assert np.linalg.norm(m.coef_ - opt) < 0.2 * np.linalg.norm(opt)
 
@@ -376,7 +376,7 @@ def test_ridge_converges_to_the_exact_ridge_optimum(Est, kw):
 def test_vanilla_sgd_overflows_at_a_large_learning_rate_and_says_so():
     X, y = _blobs(2)
     with pytest.warns(DivergenceWarning):
-        m = VanillaSGD(learning_rate=1e4, n_epochs=5, random_state=0).fit(X, y)
+        m = VanillaSGD(learning_rate=1e4, tol=None, n_epochs=5, random_state=0).fit(X, y)
     assert m.diverged_ and np.all(np.isfinite(m.coef_))
     assert m.n_epochs_ == len(m.history_["train_loss"]) < 5
 
@@ -384,8 +384,8 @@ def test_vanilla_sgd_overflows_at_a_large_learning_rate_and_says_so():
 @pytest.mark.parametrize("Est", [VanillaSGD, UMax, ImplicitSGD])
 def test_same_seed_same_weights_dense_or_sparse(Est):
     X, y = _blobs(3)
-    a = Est(n_epochs=2, random_state=4).fit(X, y)
-    b = Est(n_epochs=2, random_state=4).fit(sp.csr_matrix(X), y)
+    a = Est(tol=None, n_epochs=2, random_state=4).fit(X, y)
+    b = Est(tol=None, n_epochs=2, random_state=4).fit(sp.csr_matrix(X), y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.u_, b.u_)
 
@@ -393,14 +393,14 @@ def test_same_seed_same_weights_dense_or_sparse(Est):
 @pytest.mark.parametrize("shuffle", ["uniform", "reshuffle", "fixed"])
 def test_umax_learns(shuffle):
     X, y = _blobs(4)
-    m = UMax(learning_rate=0.5, n_epochs=10, shuffle=shuffle, random_state=0).fit(X, y)
+    m = UMax(learning_rate=0.5, tol=None, n_epochs=10, shuffle=shuffle, random_state=0).fit(X, y)
     assert m.score(X, y) > 0.9
     assert np.all(m.u_ >= 0)
 
 
 def test_umax_with_ridge_stays_in_the_bounds():
     X, y = _blobs(5)
-    m = UMax(learning_rate=0.5, n_epochs=3, alpha=0.5, random_state=0).fit(X, y)
+    m = UMax(learning_rate=0.5, tol=None, n_epochs=3, alpha=0.5, random_state=0).fit(X, y)
     bw, bu = umax_bounds(X, 5, 0.5)
     assert np.all(np.linalg.norm(m.coef_, axis=1) <= bw * (1 + 1e-12))
     assert np.all((m.u_ >= 0) & (m.u_ <= bu))
@@ -409,10 +409,10 @@ def test_umax_with_ridge_stays_in_the_bounds():
 @pytest.mark.parametrize("est,name", [
     (VanillaSGD(formulation="other"), "formulation"), (UMax(delta=0.0), "delta"),
     (UMax(alpha=-1.0), "alpha"), (ImplicitSGD(solver="brent"), "solver"),
-    (ImplicitSGD(tol=-1e-10), "tol"), (ImplicitSGD(tol=np.nan), "tol"),
+    (ImplicitSGD(solver_tol=-1e-10), "solver_tol"), (ImplicitSGD(tol=np.nan), "tol"),
     (ImplicitSGD(learning_rate=0.0), "learning_rate"), (ImplicitSGD(shuffle="never"), "shuffle"),
     (ImplicitSGD(u_init=-1.0), "u_init"), (VanillaSGD(decay=1.5), "decay"),
-    (UMax(n_epochs=-1), "n_epochs"), (UMax(delta=np.nan), "delta"),
+    (UMax(tol=None, n_epochs=-1), "n_epochs"), (UMax(delta=np.nan), "delta"),
 ])
 def test_bad_parameters_raise_naming_them(est, name):
     X, y = _blobs(6, N=20)
@@ -426,8 +426,8 @@ def test_u_init_that_learns_nothing_is_rejected_with_its_range(Est):
     X, y = _blobs(6, N=50)
     with pytest.raises(ValueError, match=r"u_init must be None \(log K\) or in \[0, log K\]"):
         Est(u_init=1e6).fit(X, y)
-    Est(u_init=math.log(5), n_epochs=1).fit(X, y)  # the boundary is accepted
-    Est(u_init=0.0, n_epochs=1).fit(X, y)
+    Est(u_init=math.log(5), tol=None, n_epochs=1).fit(X, y)  # the boundary is accepted
+    Est(u_init=0.0, tol=None, n_epochs=1).fit(X, y)
 
 
 def test_umax_blow_up_is_reported_as_divergence():
@@ -435,7 +435,7 @@ def test_umax_blow_up_is_reported_as_divergence():
     2961) without a warning; it now warns, sets diverged_ and keeps the best weights."""
     X, y = _blobs(2)
     with pytest.warns(DivergenceWarning, match="UMax diverged"):
-        m = UMax(learning_rate=1e3, alpha=0.0, n_epochs=5, random_state=0).fit(X, y)
+        m = UMax(learning_rate=1e3, alpha=0.0, tol=None, n_epochs=5, random_state=0).fit(X, y)
     assert m.diverged_ and m.n_epochs_ < 5
     assert softmax_log_loss(m.coef_, X, y) <= 10 * math.log(5)
 
@@ -456,7 +456,7 @@ def test_defaults_fit_standardised_data(Est):
 @pytest.mark.parametrize("Est", [VanillaSGD, UMax, ImplicitSGD])
 def test_fitted_model_pickles_without_data_or_state(Est):
     X, y = _blobs(3, N=2000, D=30)
-    m = Est(n_epochs=2, random_state=0).fit(X, y)
+    m = Est(tol=None, n_epochs=2, random_state=0).fit(X, y)
     assert not hasattr(m, "_state")
     # coef_, u_ (a fitted parameter: one per row) and the history; the data is 2000 × 30 × 8
     assert len(pickle.dumps(m)) < 4 * m.coef_.nbytes + 2 * m.u_.nbytes + 20_000 < X.nbytes
@@ -573,14 +573,14 @@ def test_class_sets_are_uniform_and_weights_unbiased(sampling):
 @pytest.mark.parametrize("Est", [VanillaSGD, UMax])
 def test_m_classes_per_step_learn_and_check_their_parameters(Est):
     X, y = _blobs(4)
-    m = Est(learning_rate=0.1, n_epochs=10, n_sampled=3, random_state=0).fit(X, y)
+    m = Est(learning_rate=0.1, tol=None, n_epochs=10, n_sampled=3, random_state=0).fit(X, y)
     assert m.score(X, y) > 0.9 and np.all(m.u_ >= 0)
-    a = Est(n_epochs=2, n_sampled=2, class_sampling="all", random_state=3).fit(X, y)
-    b = Est(n_epochs=2, n_sampled=2, class_sampling="all", random_state=3).fit(X, y)
+    a = Est(tol=None, n_epochs=2, n_sampled=2, class_sampling="all", random_state=3).fit(X, y)
+    b = Est(tol=None, n_epochs=2, n_sampled=2, class_sampling="all", random_state=3).fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     with pytest.raises(ValueError, match="n_sampled"):
         Est(n_sampled=5).fit(X, y)  # K = 5: four other classes
-    Est(n_sampled=5, class_sampling="all", n_epochs=1).fit(X, y)
+    Est(n_sampled=5, class_sampling="all", tol=None, n_epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="n_sampled"):
         Est(n_sampled=6, class_sampling="all").fit(X, y)
     with pytest.raises(ValueError, match="formulation"):

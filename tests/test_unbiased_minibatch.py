@@ -182,7 +182,7 @@ def test_converges_to_the_multinomial_logistic_regression_optimum():
     lr = LogisticRegression(C=1 / (alpha * N), fit_intercept=False, tol=1e-12, max_iter=5000)
     W_ref = lr.fit(X, y).coef_
     est = MinibatchImplicitSGD(learning_rate=2.0, batch_size=5, n_sampled=2, alpha=alpha,
-                               n_epochs=300, decay=0.985, random_state=0).fit(X, y)
+                               tol=None, n_epochs=300, decay=0.985, random_state=0).fit(X, y)
 
     def obj(W):
         return softmax_log_loss(W, X, y) + 0.5 * alpha * np.sum(W * W)
@@ -193,12 +193,12 @@ def test_converges_to_the_multinomial_logistic_regression_optimum():
 def test_same_seed_same_coef_and_bad_parameters():
     rng = np.random.default_rng(6)
     X, y = rng.normal(size=(60, 4)), rng.integers(0, 4, 60)
-    a = MinibatchImplicitSGD(n_epochs=2, random_state=3).fit(X, y)
-    b = MinibatchImplicitSGD(n_epochs=2, random_state=3).fit(X, y)
+    a = MinibatchImplicitSGD(tol=None, n_epochs=2, random_state=3).fit(X, y)
+    b = MinibatchImplicitSGD(tol=None, n_epochs=2, random_state=3).fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.u_, b.u_)
     for name, value in [("batch_size", 0), ("n_sampled", 0), ("batch_size", 2.5),
-                        ("tol", -1.0), ("max_iter", 0), ("learning_rate", 0.0)]:
+                        ("solver_tol", -1.0), ("solver_max_iter", 0), ("learning_rate", 0.0)]:
         with pytest.raises(InvalidParameterError, match=name):
             MinibatchImplicitSGD(**{name: value}).fit(X, y)
     with pytest.raises(ValueError, match="u_init"):
@@ -212,7 +212,7 @@ def test_same_seed_same_coef_and_bad_parameters():
 def test_any_learning_rate_is_stable():
     X, y = make_blobs(n_samples=80, n_features=5, centers=3, cluster_std=2.0, random_state=0)
     for lr in (1e-3, 1.0, 1e4):
-        est = MinibatchImplicitSGD(learning_rate=lr, n_epochs=3, batch_size=7, n_sampled=1,
+        est = MinibatchImplicitSGD(learning_rate=lr, tol=None, n_epochs=3, batch_size=7, n_sampled=1,
                                    random_state=0).fit(X, y)
         assert np.all(np.isfinite(est.coef_)) and not est.diverged_
         assert est.history_["train_loss"][-1] < 0.9 * math.log(3)

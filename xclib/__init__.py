@@ -15,6 +15,8 @@ One module per paper, plus the shared parts:
 ``xclib.exact``               ``SoftmaxRegression``, the exact optimum (the book's oracle)
 ``xclib.datasets``            real data (``load``) and synthetic generators
 ``xclib.metrics``             exact log-loss, error, rank of the true label
+``xclib.defaults_check``      every estimator at its defaults on real data, against
+                              scikit-learn's ``LogisticRegression()``
 ``xclib.base``, ``_numba``    the estimator contract and the shared numba primitives
 ============================  ==========================================================
 
@@ -24,10 +26,15 @@ parameter constraints, and each paper's symbol is mapped to it in the estimator'
 ==================  ==========================================================================
 ``alpha``           ridge: objective = mean over rows of the loss + (alpha/2)·‖W‖²_F
                     (``SGDClassifier``'s scale; ``LogisticRegression``'s ``C = 1/(alpha·N)``)
-``learning_rate``   initial step size; ``decay`` its schedule (step_t = learning_rate·decay^t)
-``n_epochs``        passes over the data (stochastic methods)
+``learning_rate``   initial step size; ``decay`` its schedule (step_t = learning_rate·decay^t);
+                    ``"auto"`` (the stochastic methods' default): the rows divided by the power
+                    of two nearest their largest norm, the ridge rescaled to the same minimiser,
+                    and the step that suits rows of norm at most 1 (``learning_rate_``)
+``n_epochs``        passes over the data (stochastic methods; at most, when ``tol`` is set)
 ``max_iter``        iterations of a deterministic solver (L-BFGS), or number of batches
-``tol``             stopping tolerance
+``tol``             stopping tolerance; for the stochastic methods with ``n_iter_no_change``:
+                    stop once that many epochs in a row lower the training loss by less than
+                    ``tol`` (scikit-learn's rule; None runs every epoch)
 ``random_state``    None, an int or a ``numpy.random.Generator``: same seed, same numbers
 ``verbose``         a ``tqdm`` progress bar
 ``fit_intercept``   an unpenalised bias per class

@@ -26,11 +26,12 @@ paper's symbol is mapped to it in the estimator's docstring:
 ``alpha``          ridge: the objective is mean over rows of the loss + (alpha/2)·‖W‖²_F
                    (scikit-learn's ``SGDClassifier`` scale; ``LogisticRegression``'s
                    ``C = 1/(alpha·N)``)
-``learning_rate``  the initial step size (a float)
+``learning_rate``  the initial step size (a float), or ``"auto"``: see
+                   :meth:`IterativeSoftmaxEstimator._resolve_step`
 ``decay``          the step schedule's factor (the step after t decays is learning_rate·decay^t)
 ``n_epochs``       passes over the data of a stochastic method
 ``max_iter``       iterations of a deterministic solver (L-BFGS) or number of batches
-``tol``            stopping tolerance
+``tol``            stopping tolerance (with ``n_iter_no_change``: see *Stopping* below)
 ``random_state``   None, an int or a ``numpy.random.Generator``; same seed, same numbers
 ``verbose``        a ``tqdm`` progress bar when true
 ``fit_intercept``  an unpenalised bias per class
@@ -41,6 +42,7 @@ values everywhere.
 """
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from numbers import Integral, Real
@@ -63,6 +65,9 @@ __all__ = [
     "FIT_INTERCEPT",
     "Interval",
     "LEARNING_RATE",
+    "LEARNING_RATE_AUTO",
+    "N_ITER_NO_CHANGE",
+    "STOP_TOL",
     "MAX_ITER",
     "N_EPOCHS",
     "RANDOM_STATE",
@@ -72,6 +77,8 @@ __all__ = [
     "VOCABULARY",
     "DivergenceWarning",
     "as_generator",
+    "max_row_norm",
+    "pow2_row_scale",
     "as_csr",
     "LinearSoftmaxClassifier",
     "IterativeSoftmaxEstimator",
@@ -86,10 +93,16 @@ HISTORY_KEYS = ("epoch", "time", "train_loss", "train_error", "eval_loss", "eval
 #: :class:`~sklearn.utils._param_validation.Interval`, ``"boolean"``, ``"random_state"``, ...).
 ALPHA = [Interval(Real, 0, None, closed="left")]
 LEARNING_RATE = [Interval(Real, 0, None, closed="neither")]
+#: ``learning_rate`` of the stochastic estimators: a number, or ``"auto"`` (see
+#: :meth:`IterativeSoftmaxEstimator._resolve_step`)
+LEARNING_RATE_AUTO = [*LEARNING_RATE, StrOptions({"auto"})]
 DECAY = [Interval(Real, 0, 1, closed="right")]
 N_EPOCHS = [Interval(Integral, 0, None, closed="left")]
 MAX_ITER = [Interval(Integral, 1, None, closed="left")]
 TOL = [Interval(Real, 0, None, closed="left")]
+#: ``tol`` of the stochastic estimators' stopping rule: a number, or None (run every epoch)
+STOP_TOL = [*TOL, None]
+N_ITER_NO_CHANGE = [Interval(Integral, 1, None, closed="left")]
 RANDOM_STATE = ["random_state", np.random.Generator]
 VERBOSE = ["verbose"]
 FIT_INTERCEPT = ["boolean"]
@@ -127,6 +140,31 @@ def as_csr(X):
         X.sum_duplicates()
         X.sort_indices()
     return X
+
+
+def max_row_norm(X):
+    """The largest row L2 norm of CSR ``X``, computed without overflow for features near the
+    float range; None when ``X`` has no non-zero or the norm is not a positive finite number."""
+    if X.nnz == 0:
+        return None
+    m = float(np.max(np.abs(X.data)))
+    if not (np.isfinite(m) and m > 0.0):
+        return None
+    v = X.data / m
+    sq = np.add.reduceat(v * v, X.indptr[:-1][np.diff(X.indptr) > 0])
+    norm = m * float(np.sqrt(sq.max()))
+    return norm if np.isfinite(norm) and norm > 0.0 else None
+
+
+def pow2_row_scale(X):
+    """The power of two nearest the largest row L2 norm of CSR ``X`` (1.0 for rows of norm 1,
+    and for ``X`` without a non-zero).
+
+    Dividing the rows by it is exact in floating point and brings the largest row norm into
+    [0.71, 1.42), whatever the features' units (pixel values, counts, 1e-50 or 1e200).
+    """
+    norm = max_row_norm(X)
+    return 1.0 if norm is None else math.ldexp(1.0, int(round(math.log2(norm))))
 
 
 class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
@@ -212,13 +250,15 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
 
 def _no_progress(est, start_loss, first_above, limit, moved):
     """A fit whose loss never went below its start: diverged if some round blew up (the
-    weights swung between a blow-up and the start); a warning if no round changed the loss
-    at all (the weights never moved, or collapsed back to the start). A loss that moved but
-    stayed above the start is no finding: on data without signal the start is near optimal."""
+    weights swung between a blow-up and the start); else a warning, which says whether the
+    weights moved at all (or collapsed back to the start)."""
     if first_above is not None:
         est._diverge(first_above, f"loss above {limit:.4g} ({est._divergence_factor:g}× its "
                                   f"start) and never below its start {start_loss:.4g}")
-    elif not moved:
+    elif moved:
+        _warn_collapse(est, f"its training loss never went below its value at the starting "
+                            f"weights ({start_loss:.4g})")
+    else:
         warnings.warn(
             f"{type(est).__name__}: in {est.n_epochs_} round(s) the training loss stayed "
             f"exactly at its value at the starting weights ({start_loss:.4g}): the weights did "
@@ -249,6 +289,15 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
 
     A loss exactly ``L0`` in every round (weights that never moved) warns, keeping them.
 
+    Stopping and collapse
+    ---------------------
+    An estimator with ``_stops_on_tol`` has ``tol`` and ``n_iter_no_change``: the fit stops
+    once ``n_iter_no_change`` rounds in a row fail to lower the lowest training loss by
+    ``tol`` (scikit-learn's ``SGDClassifier`` rule), and warns ``ConvergenceWarning`` when
+    it runs out of rounds first; ``tol=None`` runs every round. Any fit that ends no better
+    than its start, or predicting its training rows no better than the most frequent class,
+    warns ``ConvergenceWarning`` (:func:`_warn_if_collapsed`).
+
     (10× and 2 rounds by default: the softmax loss at W = 0 is log K, so a loss ten times
     that is worse than predicting nothing.) ``coef_`` then holds the weights of the round with
     the lowest loss (the starting weights if no round improved on them).
@@ -260,10 +309,18 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
         ``time`` is cumulative training seconds (evaluation excluded).
     diverged_ : bool, True when the fit stopped on a blow-up (see Divergence).
     n_epochs_ : int, rounds completed.
+    row_scale_ : float, the power of two the rows were divided by (1.0 unless
+        ``learning_rate="auto"``; see :meth:`_resolve_step`).
+    learning_rate_ : float, the initial step in the units of X (where it is a number).
     """
 
     _divergence_factor = 10.0
     _divergence_patience = 2
+    #: the initial step ``learning_rate="auto"`` means on rows divided by
+    #: :func:`pow2_row_scale` (None: no ``"auto"`` handled here)
+    _auto_learning_rate = None
+    #: whether ``tol`` and ``n_iter_no_change`` stop the fit (see *Stopping*)
+    _stops_on_tol = False
 
     def _history_metrics(self, coef, intercept, X, y):
         """(loss, error) recorded in the history; the softmax log-loss unless overridden."""
@@ -273,13 +330,51 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
         """Rounds of the fit loop, each followed by one history entry."""
         return int(self.n_epochs)
 
+    # -- the step, the ridge and the row scale of a fit --------------------------------------
+    def _resolve_step(self, X):
+        """``(s, step)``: the rows' scale and the initial step of a fit on ``X``.
+
+        With ``learning_rate="auto"`` (and a class that sets ``_auto_learning_rate``) the fit
+        runs on ``X / s``, ``s`` = :func:`pow2_row_scale` (the power of two nearest the largest
+        row norm), with ridge ``alpha / s²`` on ``V = s·W``: the same minimiser, since
+        ``W x = V (x / s)`` and ``alpha‖W‖² = (alpha / s²)‖V‖²``, and exact in floating point.
+        There the step is ``_auto_learning_rate``, the one tuned for rows of norm at most 1;
+        in the units of ``X`` it is ``_auto_learning_rate / s²`` (``learning_rate_``). The
+        step is capped at ``1 / (2 alpha / s²)``, so that the ridge's factor ``1 − step·alpha``
+        stays at least 1/2 (it binds only for features so small that the ridge dominates the
+        fit). A number is used as given, on ``X`` itself (``s = 1``).
+        """
+        lr = getattr(self, "learning_rate", None)
+        if isinstance(lr, str) and lr == "auto" and self._auto_learning_rate is not None:
+            s = pow2_row_scale(X)
+            ridge = float(getattr(self, "alpha", 0.0)) / s / s
+            step = self._auto_step(self.classes_.shape[0])
+            return s, (min(step, 0.5 / ridge) if ridge > 0 else step)
+        return 1.0, lr
+
+    def _auto_step(self, n_classes):
+        """The step of ``learning_rate="auto"`` on rows of norm at most 1."""
+        return float(self._auto_learning_rate)
+
+    def _ridge(self):
+        """The ridge of the problem the kernels solve: ``alpha / s²`` (``alpha`` when s = 1)."""
+        s = getattr(self, "_fit_scale", 1.0)
+        return float(self.alpha) / s / s
+
+    def _step_at(self, epoch):
+        """The step of ``epoch`` (from 0): ``step₀ · decay^epoch`` (step₀ of
+        :meth:`_resolve_step`)."""
+        return float(self._fit_step) * float(self.decay) ** epoch
+
     def fit(self, X, y, eval_set=None):
         """Fit on ``(X, y)``; ``eval_set=(X_eval, y_eval)`` adds held-out columns to ``history_``."""
         self._validate_params()
         X, y_enc = self._validate_fit(X, y)
+        self._fit_scale, self._fit_step = self._resolve_step(X)
+        X = _divide_rows(X, self._fit_scale)
         if eval_set is not None:
             Xe, ye = eval_set
-            Xe = as_csr(self._validate_X_during_fit(Xe))
+            Xe = _divide_rows(as_csr(self._validate_X_during_fit(Xe)), self._fit_scale)
             ye = self._encode(ye, "eval_set labels")
             if Xe.shape[0] != ye.shape[0]:
                 raise ValueError(f"eval_set has {Xe.shape[0]} rows but {ye.shape[0]} labels")
@@ -296,6 +391,7 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
             else np.inf
         start_loss, first_above = best_loss, None
         above = 0
+        stop = _StopRule(self) if self._stops_on_tol else None
         elapsed = 0.0
         bar = _progress(n_rounds, type(self).__name__, self.verbose)
         try:
@@ -335,17 +431,35 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss:.4g}")
+                if stop is not None and stop.done(loss):
+                    break
         finally:
             if bar is not None:
                 bar.close()
         if not self.diverged_ and self.n_epochs_ and not best_loss < start_loss:
             _no_progress(self, start_loss, first_above, limit,
                          any(v != start_loss for v in self.history_["train_loss"]))
+        elif not self.diverged_ and self.n_epochs_:
+            _warn_if_collapsed(self, y_enc, start_loss)
         if self.diverged_:
             self.coef_, self.intercept_ = best
         else:
             self.coef_, self.intercept_ = _copy_weights(*self._coef(state))
+        if self._fit_scale != 1.0:
+            self.coef_ = self.coef_ / self._fit_scale  # W = V / s
+        self.row_scale_ = self._fit_scale
+        if isinstance(self._fit_step, Real):
+            self.learning_rate_ = float(self._fit_step) / self._fit_scale / self._fit_scale
         self._finalize(state)
+        del self._fit_scale, self._fit_step  # a fitted model holds fitted attributes only
+        if not self.diverged_:
+            if stop is not None and stop.tol is not None and not stop.converged \
+                    and self.n_epochs_ == n_rounds:
+                warnings.warn(
+                    f"{type(self).__name__} ran all {n_rounds} epochs before its training "
+                    f"loss settled (the last {self.n_iter_no_change} did not all fail to "
+                    f"lower it by tol={self.tol:g}); raise n_epochs, or pass tol=None to "
+                    "run a fixed number of epochs", ConvergenceWarning, stacklevel=2)
         return self
 
     def _diverge(self, epoch, why):
@@ -372,6 +486,56 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
 
     def _finalize(self, state):
         """Set fitted attributes beyond ``coef_``/``intercept_`` from the final state."""
+
+
+class _StopRule:
+    """*Stopping*: scikit-learn's rule (``SGDClassifier``): the fit stops once the training
+    loss of ``n_iter_no_change`` consecutive epochs failed to fall below the lowest loss seen
+    before them minus ``tol``; ``tol=None`` runs every epoch."""
+
+    def __init__(self, est):
+        self.tol = None if est.tol is None else float(est.tol)
+        self.patience = int(est.n_iter_no_change)
+        self.best, self.count, self.converged = np.inf, 0, False
+
+    def done(self, loss):
+        if self.tol is None:
+            return False
+        self.count = self.count + 1 if loss > self.best - self.tol else 0
+        self.best = min(self.best, loss)
+        self.converged = self.count >= self.patience
+        return self.converged
+
+
+def _warn_if_collapsed(est, y, start_loss):
+    """*No silent collapse*: a fit whose loss went below its start still warns when its final
+    loss is no better than the start, or when it predicts the training rows no better than
+    always answering the most frequent class (on at least 10 rows a class)."""
+    losses, errors = est.history_["train_loss"], est.history_["train_error"]
+    majority = float(np.bincount(y).max()) / y.shape[0]
+    accuracy = 1.0 - errors[-1]
+    if losses[-1] >= start_loss:
+        _warn_collapse(est, f"its final training loss {losses[-1]:.4g} is no better than at "
+                            f"the starting weights ({start_loss:.4g})")
+    elif accuracy <= majority < 1.0 and y.shape[0] >= 10 * est.classes_.shape[0]:
+        _warn_collapse(est, f"its training accuracy {accuracy:.3f} is no better than always "
+                            f"predicting the most frequent class ({majority:.3f})")
+
+
+def _warn_collapse(est, why):
+    warnings.warn(f"{type(est).__name__} learned nothing useful: {why}. Typically the step "
+                  "is too large or too small for these features (learning_rate='auto' "
+                  "derives it from the rows), or the ridge alpha is too large",
+                  ConvergenceWarning, stacklevel=4)
+
+
+def _divide_rows(X, s):
+    """``X / s`` for a power of two ``s`` (exact), or ``X`` itself when s = 1."""
+    if s == 1.0:
+        return X
+    X = X.copy()
+    X.data *= 1.0 / s
+    return X
 
 
 def _finite(coef, intercept):

@@ -31,7 +31,8 @@ from numba import njit
 from sklearn.exceptions import ConvergenceWarning
 
 from ._numba import dense_dot, dense_dot8, exp_shifted
-from .base import ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr
+from .base import (ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr,
+                   max_row_norm)
 from .metrics import BLOCK_ENTRIES
 
 __all__ = ["FUSED_MIN_K", "PRECONDITIONER_RANK", "SoftmaxRegression", "feature_preconditioner",
@@ -546,14 +547,5 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
 
 def row_scale(X):
     """Largest row L2 norm of CSR ``X`` when it lies outside [1e-4, 1e4], else 1.0."""
-    if X.nnz == 0:
-        return 1.0
-    m = float(np.max(np.abs(X.data)))
-    if not (np.isfinite(m) and m > 0.0):
-        return 1.0
-    v = X.data / m  # no overflow for features near the float range
-    sq = np.add.reduceat(v * v, X.indptr[:-1][np.diff(X.indptr) > 0])
-    s = m * float(np.sqrt(sq.max()))
-    if not (np.isfinite(s) and s > 0.0) or 1e-4 <= s <= 1e4:
-        return 1.0
-    return s
+    s = max_row_norm(X)
+    return 1.0 if s is None or 1e-4 <= s <= 1e4 else s

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from numba import njit
 from sklearn.utils._param_validation import HasMethods
 
-from .base import (ALPHA, LEARNING_RATE, MAX_ITER, RANDOM_STATE, VERBOSE, Interval,
+from .base import (ALPHA, LEARNING_RATE_AUTO, MAX_ITER, RANDOM_STATE, VERBOSE, Interval,
                    IterativeSoftmaxEstimator, StrOptions)
 from .metrics import score_blocks
 from .mips import ORACLES, exact_argmax_other, make_oracle
@@ -161,7 +161,7 @@ _MEMOIR_CONSTRAINTS = {
     "penalty": [StrOptions({"l2", "l1"})],
     "oracle": [StrOptions(set(ORACLES)), HasMethods(["build", "query", "update"])],
     "alpha": ALPHA,
-    "learning_rate": LEARNING_RATE,
+    "learning_rate": LEARNING_RATE_AUTO,
     "decay": [Interval(Real, 0, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left"), None],
     "max_iter": MAX_ITER,
@@ -243,9 +243,9 @@ def _check_shrink(est):
     """Refuse steps whose ℓ2 shrink ``1 − alpha·η_t`` (Algorithm 1) is ≤ 0, which sets W to 0,
     in more than half of the ``max_iter`` batches: such a fit learns nothing."""
     half = 1.0 + float(est.decay) * max(1, int(est.max_iter)) / 2.0
-    if est.penalty == "l2" and float(est.alpha) * float(est.learning_rate) / half >= 1:
+    if est.penalty == "l2" and est._ridge() * float(est._fit_step) / half >= 1:
         raise ValueError(
-            f"learning_rate={est.learning_rate:g} with alpha={est.alpha:g} and "
+            f"learning_rate={est.learning_rate} with alpha={est.alpha:g} and "
             f"decay={est.decay:g}: the shrink 1 - alpha·η_t of Algorithm 1 is <= 0, which "
             "sets W to 0, in more than half of the max_iter batches; lower learning_rate "
             "(or alpha)")
@@ -267,8 +267,12 @@ class Memoir(IterativeSoftmaxEstimator):
     alpha : float >= 0, default 1e-3
         The weight of the penalty in eqs. 10 and 11: Belyy's λ, exactly (both objectives are
         already a mean of the hinge over rows, the scale of the shared vocabulary).
-    learning_rate : float > 0, default 0.1
-        Belyy's η₀, the step of ONE pair (see "The summed batch update").
+    learning_rate : "auto" or float > 0, default "auto"
+        Belyy's η₀, the step of ONE pair (see "The summed batch update"). ``"auto"``: η₀ = 0.1
+        on the rows divided by the power of two nearest their largest norm, with ``alpha``
+        rescaled so that the hinge, the penalty and the ball ``‖W‖ ≤ 1/√alpha`` are the same
+        in the units of X (``IterativeSoftmaxEstimator._resolve_step``); a number is used on
+        X as given.
     decay : float >= 0, default 0.02
         Belyy's η_step. The step of batch t = 1, 2, … is ``learning_rate / (1 + decay · t)``
         (the paper's "1/t" schedule; unlike the geometric ``learning_rate · decay^t`` of the
@@ -324,7 +328,9 @@ class Memoir(IterativeSoftmaxEstimator):
 
     _parameter_constraints = _MEMOIR_CONSTRAINTS
 
-    def __init__(self, penalty="l2", oracle="simple_lsh", alpha=1e-3, learning_rate=0.1,
+    _auto_learning_rate = 0.1
+
+    def __init__(self, *, penalty="l2", oracle="simple_lsh", alpha=1e-3, learning_rate="auto",
                  decay=0.02, batch_size=None, max_iter=400, eval_every=None, n_bits=64,
                  n_candidates=None, hnsw_ef=100, hnsw_M=16, track_margin=0,
                  history_size=2000, random_state=None, verbose=False):
@@ -368,7 +374,7 @@ class Memoir(IterativeSoftmaxEstimator):
             else int(self.batch_size)
         V = np.zeros((X.shape[1], K)).T        # K × D view of a C-ordered D × K array
         st = MemoirState(V=V, row_sq=np.zeros(K), oracle=_oracle_for(self, rng),
-                         batch_size=b, alpha=float(self.alpha))
+                         batch_size=b, alpha=self._ridge())
         st.oracle.build(st.V)
         st.ip0 = st.oracle.n_inner_products
         return st
@@ -379,7 +385,7 @@ class Memoir(IterativeSoftmaxEstimator):
         while st.t < stop:
             st.t += 1
             memoir_batch(st, X, y, rng, self.penalty == "l2",
-                         float(self.learning_rate) / (1.0 + float(self.decay) * st.t),
+                         float(self._fit_step) / (1.0 + float(self.decay) * st.t),
                          int(self.track_margin))
         st.time += time.perf_counter() - t0
 

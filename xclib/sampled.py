@@ -55,7 +55,8 @@ from numba import njit
 
 from ._numba import logaddexp, sigmoid, softplus, sparse_row_axpy, sparse_row_dot
 from .base import (
-    ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE,
+    ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE,
+    RANDOM_STATE, STOP_TOL, VERBOSE,
     Interval, IterativeSoftmaxEstimator, StrOptions,
 )
 
@@ -249,9 +250,13 @@ class _SampledSoftmax(IterativeSoftmaxEstimator):
     """Minibatch SGD on a sampled surrogate of the softmax (see the module docstring)."""
 
     _kind = None
+    _auto_learning_rate = 10.0
+    _stops_on_tol = True
     _parameter_constraints = {
-        "learning_rate": LEARNING_RATE,
+        "learning_rate": LEARNING_RATE_AUTO,
         "n_epochs": N_EPOCHS,
+        "tol": STOP_TOL,
+        "n_iter_no_change": N_ITER_NO_CHANGE,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
         "alpha": ALPHA,
@@ -262,11 +267,13 @@ class _SampledSoftmax(IterativeSoftmaxEstimator):
         "verbose": VERBOSE,
     }
 
-    def __init__(self, learning_rate=0.1, n_epochs=10, batch_size=100, n_sampled=5,
-                 alpha=1e-4, decay=0.9, shuffle="uniform", fit_intercept=False,
-                 random_state=None, verbose=False):
+    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 batch_size=100, n_sampled=5, alpha=1e-4, decay=0.9, shuffle="uniform",
+                 fit_intercept=False, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
         self.n_sampled = n_sampled
         self.alpha = alpha
@@ -285,10 +292,9 @@ class _SampledSoftmax(IterativeSoftmaxEstimator):
         bs = int(self.batch_size)
         order = epoch_order(rng, n, self.shuffle)
         classes = rng.integers(0, K, size=((n + bs - 1) // bs, int(self.n_sampled)))
-        lr = float(self.learning_rate) * float(self.decay) ** epoch
         state.surrogate.append(sampled_epoch(
             int(self._kind), X.indptr, X.indices, X.data, y, state.W, state.b, order, classes,
-            lr, float(self.alpha), bs, bool(self.fit_intercept)))
+            self._step_at(epoch), self._ridge(), bs, bool(self.fit_intercept)))
 
     def _coef(self, state):
         return state.W, (state.b if self.fit_intercept else None)
@@ -302,13 +308,17 @@ class OVE(_SampledSoftmax):
 
     Parameters
     ----------
-    learning_rate : float > 0, η₀: the step is η · (mean gradient over the minibatch),
-        η_t = η₀ · decay^epoch. A rate of Fagan & Iyengar's Table 2 (a step on the sum over
-        the minibatch) is ``learning_rate = batch_size · η`` (module docstring,
-        *Learning-rate scale*). The default 0.1 suits standardised features
-        (‖x‖² ≈ D); NCE's gradient is not bounded by the softmax and oscillates at 1.0 there.
-        On L2-normalised rows (the paper's setting) larger rates (10² to 10⁴) work.
-    n_epochs : int ; batch_size : int, n (100 in the paper) ; n_sampled : int, m (5)
+    learning_rate : "auto" or float > 0, η₀: the step is η · (mean gradient over the
+        minibatch), η_t = η₀ · decay^epoch. A rate of Fagan & Iyengar's Table 2 (a step on the
+        sum over the minibatch) is ``learning_rate = batch_size · η`` (module docstring,
+        *Learning-rate scale*). ``"auto"`` (default): η₀ = 10 on the rows divided by the
+        power of two nearest their largest norm, with the ridge rescaled to keep the same
+        minimiser (``IterativeSoftmaxEstimator._resolve_step``); ``learning_rate_`` is the
+        step in the units of X.
+    n_epochs : int, at most this many epochs ; tol, n_iter_no_change : the fit stops once
+        ``n_iter_no_change`` epochs in a row fail to lower the training log-loss by ``tol``
+        (default 1e-3; None runs every epoch, as the papers' protocols do)
+    batch_size : int, n (100 in the paper) ; n_sampled : int, m (5)
     alpha : float ≥ 0, ridge: the objective is mean surrogate + (alpha/2)‖W‖² (the paper's
         experiments use none: pass ``alpha=0.0`` to reproduce them)
     decay : float in (0, 1], per-epoch factor of the learning rate (0.9 in the paper)
@@ -339,7 +349,9 @@ class NCE(_SampledSoftmax):
 class ImportanceSampling(_SampledSoftmax):
     """SGD on the importance-sampled softmax (Bengio & Senécal 2008), uniform proposal.
 
-    Parameters and attributes as :class:`OVE`.
+    Parameters and attributes as :class:`OVE` (``learning_rate="auto"`` is 30 on the rescaled
+    rows, where OVE's 10 stopped 0.18 short of scikit-learn's accuracy on raw Bibtex).
     """
 
     _kind = Surrogate.IS
+    _auto_learning_rate = 30.0  # its gradient is the softmax's, reweighted: larger steps

@@ -47,7 +47,8 @@ from scipy.special import logsumexp
 
 from ._numba import draw_other_classes
 from .base import (
-    ALPHA, DECAY, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, TOL, VERBOSE, Interval,
+    ALPHA, DECAY, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE, STOP_TOL, TOL,
+    VERBOSE, Interval,
     IterativeSoftmaxEstimator, StrOptions, as_csr,
 )
 from .sampled import SHUFFLE_MODES, epoch_order
@@ -149,10 +150,18 @@ class _DoubleSumState:
 _SHARED_DOC = """
     Parameters
     ----------
-    learning_rate : float > 0, η₀, η_t = η₀ · decay^epoch, for one (i, k) of eq. (6) without
-        the paper's factor N (the authors' code): Table 2's values as printed; a step η on the
-        paper's N-scaled ``f_ik`` is ``learning_rate = N·η``.
-    n_epochs : int, epochs of N steps ; decay : float in (0, 1] (0.9 in the paper)
+    learning_rate : "auto" or float > 0, η₀, η_t = η₀ · decay^epoch, for one (i, k) of eq. (6)
+        without the paper's factor N (the authors' code): Table 2's values as printed; a step
+        η on the paper's N-scaled ``f_ik`` is ``learning_rate = N·η``. ``"auto"`` (default):
+        the rows are divided by the power of two s nearest their largest norm, the ridge
+        becomes alpha/s² on V = s·W (the same minimiser, exactly) and η₀ is the class's
+        ``_auto_learning_rate``, the rate that suits rows of norm at most 1 (η₀/s² in the
+        units of X: ``learning_rate_``; see ``IterativeSoftmaxEstimator._resolve_step``).
+    n_epochs : int, at most this many epochs of N steps ; decay : float in (0, 1] (0.9 in
+        the paper)
+    tol : float ≥ 0 or None, default 1e-3, and n_iter_no_change : int, default 5: the fit
+        stops once ``n_iter_no_change`` epochs in a row fail to lower the training log-loss
+        by ``tol`` (scikit-learn's rule); None runs all ``n_epochs`` (the paper's protocol)
     alpha : float ≥ 0, ridge: the objective is mean log-loss + (alpha/2)‖W‖²; Fagan &
         Iyengar's μ (eq. 2, a sum over datapoints) is ``alpha·N``. The paper's experiments use
         μ = 0: pass ``alpha=0.0`` to reproduce them.
@@ -167,8 +176,10 @@ class _DoubleSumSGD(IterativeSoftmaxEstimator):
     """Shared parts: W = 0 and u = log K at start, η_t = η₀·decay^epoch, one epoch = N steps
     of one datapoint and one class ``k ≠ y_i``."""
 
+    _stops_on_tol = True
     _parameter_constraints = {
-        "learning_rate": LEARNING_RATE, "n_epochs": N_EPOCHS, "alpha": ALPHA, "decay": DECAY,
+        "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
+        "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
         "shuffle": [StrOptions(set(SHUFFLE_MODES))],
         "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
         "random_state": RANDOM_STATE, "verbose": VERBOSE,
@@ -196,7 +207,7 @@ class _DoubleSumSGD(IterativeSoftmaxEstimator):
         """The epoch's datapoints, their classes (``(T,)``: one k ≠ y_i per step; ``(T, m)``
         with m classes per step) and its learning rate."""
         rows = epoch_order(rng, y.shape[0], self.shuffle)
-        lr = float(self.learning_rate) * float(self.decay) ** epoch
+        lr = self._step_at(epoch)
         m, sampling = self._class_draw()
         if m == 1 and sampling == "others":
             return rows, draw_other_classes(rng, y[rows], n_classes), lr
@@ -235,11 +246,25 @@ class VanillaSGD(_DoubleSumSGD):
                               "n_sampled": [Interval(Integral, 1, None, closed="left")],
                               "class_sampling": [StrOptions(set(CLASS_SAMPLING))]}
 
-    def __init__(self, learning_rate=0.01, n_epochs=10, formulation="proposed", alpha=1e-4,
-                 decay=0.9, shuffle="uniform", u_init=None, n_sampled=1,
-                 class_sampling="others", random_state=None, verbose=False):
+    _auto_learning_rate = 10.0
+    _auto_cap = 0.15
+
+    def _auto_step(self, n_classes):
+        """``min(0.15, 10 / K)`` on rows of norm at most 1 (U-max: ``10 / K``, its projections
+        keep it stable). A sampled class's gradient carries the factor ``K − 1`` of eq. (6),
+        so a step that suits K = 10 overflows at K = 1,000; measured on the raw sets of the
+        notation page's table, vanilla SGD overflowed at 0.3 on MNIST (K = 10) and CLEF
+        (K = 63) and at 0.7 on Bibtex (K = 146)."""
+        return min(self._auto_cap, float(self._auto_learning_rate) / n_classes)
+
+    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",
+                 u_init=None, n_sampled=1, class_sampling="others", random_state=None,
+                 verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.formulation = formulation
         self.n_sampled = n_sampled
         self.class_sampling = class_sampling
@@ -260,7 +285,7 @@ class VanillaSGD(_DoubleSumSGD):
             raise ValueError(f"n_sampled must be at most {K - (sampling == 'others')} "
                              f"(K = {K} classes, class_sampling={sampling!r}), got {m}")
         state = super()._init_state(X, y, rng)
-        state.b_w, state.b_u = umax_bounds(X, K, float(self.alpha))
+        state.b_w, state.b_u = umax_bounds(X, K, self._ridge())
         return state
 
     def _run_epoch(self, state, X, y, epoch, rng):
@@ -268,9 +293,9 @@ class VanillaSGD(_DoubleSumSGD):
         delta = float(getattr(self, "delta", np.inf))  # inf: no u-increase (vanilla SGD)
         args = (X.indptr, X.indices, X.data, state.sqnorm, y, state.W, state.u, rows, ks, lr)
         if ks.ndim == 2:
-            sgd_epoch_sampled(*args, delta, float(self.alpha), state.beta, state.b_u, state.b_w)
+            sgd_epoch_sampled(*args, delta, self._ridge(), state.beta, state.b_u, state.b_w)
         else:
-            sgd_epoch(*args, self.formulation == "raman", delta, float(self.alpha), state.beta,
+            sgd_epoch(*args, self.formulation == "raman", delta, self._ridge(), state.beta,
                       state.b_u, state.b_w)
 
 
@@ -286,11 +311,15 @@ class UMax(VanillaSGD):
     _parameter_constraints = {**VanillaSGD._parameter_constraints,
                               "delta": [Interval(Real, 0, None, closed="neither")]}
 
-    def __init__(self, learning_rate=0.1, n_epochs=10, delta=1.0, formulation="proposed",
-                 alpha=1e-4, decay=0.9, shuffle="uniform", u_init=None, n_sampled=1,
-                 class_sampling="others", random_state=None, verbose=False):
-        super().__init__(learning_rate=learning_rate, n_epochs=n_epochs,
-                         formulation=formulation, alpha=alpha, decay=decay, shuffle=shuffle,
+    _auto_learning_rate = 10.0
+    _auto_cap = np.inf
+
+    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 delta=1.0, formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",
+                 u_init=None, n_sampled=1, class_sampling="others", random_state=None,
+                 verbose=False):
+        super().__init__(learning_rate=learning_rate, n_epochs=n_epochs, tol=tol,
+                         n_iter_no_change=n_iter_no_change, formulation=formulation, alpha=alpha, decay=decay, shuffle=shuffle,
                          u_init=u_init, n_sampled=n_sampled, class_sampling=class_sampling,
                          random_state=random_state, verbose=verbose)
         self.delta = delta
@@ -299,10 +328,10 @@ class UMax(VanillaSGD):
 class ImplicitSGD(_DoubleSumSGD):
     __doc__ = """Implicit SGD on the proposed double sum, one (i, k) per step (Prop. 4, App. F.1).
 
-    Each step solves ``θ⁺ = θ − η∇f_ik(θ⁺)`` exactly (to ``tol`` in ``u_i``), the ridge of
+    Each step solves ``θ⁺ = θ − η∇f_ik(θ⁺)`` exactly (to ``solver_tol`` in ``u_i``), the ridge of
     eq. (6) included (:func:`implicit_epoch`): stable for any learning rate (1e-4 to 1e4 tested).
     """ + _SHARED_DOC + """\
-    tol : float ≥ 0, ε: the root ``u_i`` is found to ``ε(1 + u_i)`` (0: round-off)
+    solver_tol : float ≥ 0, ε: the root ``u_i`` is found to ``ε(1 + u_i)`` (0: round-off)
     solver : "newton" (default: Halley steps in ``u_i + a``, two exps per evaluation of (16),
         safeguarded by a bracket, bisection whenever a step leaves it; one or two evaluations
         per step) or "bisection" (the paper's method on the F.1 bracket, about 35 evaluations at
@@ -314,15 +343,20 @@ class ImplicitSGD(_DoubleSumSGD):
     """
 
     _parameter_constraints = {**_DoubleSumSGD._parameter_constraints,
-                              "tol": TOL,
+                              "solver_tol": TOL,
                               "solver": [StrOptions({"newton", "bisection"})]}
 
-    def __init__(self, learning_rate=1.0, n_epochs=10, alpha=1e-4, tol=1e-10, solver="newton",
-                 decay=0.9, shuffle="uniform", u_init=None, random_state=None, verbose=False):
+    _auto_learning_rate = 1.0
+
+    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 alpha=1e-4, solver_tol=1e-10, solver="newton", decay=0.9, shuffle="uniform",
+                 u_init=None, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
-        self.alpha = alpha
         self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.alpha = alpha
+        self.solver_tol = solver_tol
         self.solver = solver
         self.decay = decay
         self.shuffle = shuffle
@@ -333,7 +367,7 @@ class ImplicitSGD(_DoubleSumSGD):
     def _run_epoch(self, state, X, y, epoch, rng):
         rows, ks, lr = self._draws(rng, y, state.W.shape[0], epoch)
         ev = implicit_epoch(X.indptr, X.indices, X.data, state.sqnorm, y, state.W, state.u,
-                            rows, ks, lr, float(self.alpha), state.beta, float(self.tol),
+                            rows, ks, lr, self._ridge(), state.beta, float(self.solver_tol),
                             self.solver == "newton")
         state.evals.append(ev / max(rows.shape[0], 1))
 

@@ -56,7 +56,8 @@ from threadpoolctl import threadpool_limits
 
 from ._numba import dense_dot, lambertw_exp, sparse_row_axpy, sparse_row_dot
 from .base import (
-    ALPHA, DECAY, LEARNING_RATE, MAX_ITER, N_EPOCHS, RANDOM_STATE, TOL, VERBOSE, Interval,
+    ALPHA, DECAY, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
+    STOP_TOL, TOL, VERBOSE, Interval,
 )
 from .sampled import fold_row_scale
 from .unbiased import _DoubleSumSGD
@@ -457,22 +458,24 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
     (Fagan & Iyengar, Appendix F.3, eqs. 19–21; the module docstring has the derivation).
 
     Each step solves ``argmin 2η f_{j,C} + ‖u − ũ‖² + ‖W − W̃‖²`` over the batch's ``u_i``
-    and the touched ``w_k`` to ``tol``: stable for any learning rate. For
+    and the touched ``w_k`` to ``solver_tol``: stable for any learning rate. For
     ``batch_size = n_sampled = 1`` it is :class:`~xclib.unbiased.ImplicitSGD`'s step.
 
     Parameters
     ----------
-    learning_rate : float > 0, η (η_t = η·decay^epoch) on ``f_{j,C}``, whose data part is
-        the *mean* over the batch (ω = J/N ≈ 1/n): the paper's ``η p_j^{-1}`` is ``η/n``
-        here; an epoch is ``ceil(N/n)`` steps, so a rate comparable to ImplicitSGD's ``η₁``
-        is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD).
-    n_epochs : int ; decay : float in (0, 1]
+    learning_rate : "auto" or float > 0, η (η_t = η·decay^epoch) on ``f_{j,C}``, whose data
+        part is the *mean* over the batch (ω = J/N ≈ 1/n): the paper's ``η p_j^{-1}`` is
+        ``η/n`` here; an epoch is ``ceil(N/n)`` steps, so a rate comparable to ImplicitSGD's
+        ``η₁`` is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD). ``"auto"``
+        (default): 10 on the rows divided by a power of two, as :class:`~xclib.ImplicitSGD`.
+    n_epochs, tol, n_iter_no_change : at most ``n_epochs`` epochs, stopping as ImplicitSGD's
+    decay : float in (0, 1]
     batch_size : int ≥ 1, n: rows per fixed minibatch S_j (F.3.1)
     n_sampled : int ≥ 1, m: classes drawn outside the batch's labels (clipped to K − |L_j|)
     alpha : float ≥ 0, ridge, the paper's μ = alpha·N
-    tol : float ≥ 0, ε of the inner solver: the step's W is within ``tol`` (Frobenius) of
-        its exact value (0: to round-off)
-    max_iter : int ≥ 1, Newton steps per Implicit SGD step (inner solver)
+    solver_tol : float ≥ 0, ε of the inner solver: the step's W is within ``solver_tol``
+        (Frobenius) of its exact value (0: to round-off)
+    solver_max_iter : int ≥ 1, Newton steps per Implicit SGD step (inner solver)
     u_init : None (log K) or in [0, log K], as ImplicitSGD
     random_state, verbose : as usual
 
@@ -482,26 +485,30 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
     n_newton_ : mean Newton steps per Implicit SGD step, per epoch.
     """
 
+    _auto_learning_rate = 10.0
     _parameter_constraints = {
-        "learning_rate": LEARNING_RATE, "n_epochs": N_EPOCHS, "alpha": ALPHA, "decay": DECAY,
+        "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
+        "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
-        "tol": TOL, "max_iter": MAX_ITER,
+        "solver_tol": TOL, "solver_max_iter": MAX_ITER,
         "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
         "random_state": RANDOM_STATE, "verbose": VERBOSE,
     }
 
-    def __init__(self, learning_rate=10.0, n_epochs=10, batch_size=10, n_sampled=5,
-                 alpha=1e-4, decay=0.9, tol=1e-8, max_iter=50, u_init=None,
-                 random_state=None, verbose=False):
+    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 batch_size=10, n_sampled=5, alpha=1e-4, decay=0.9, solver_tol=1e-8,
+                 solver_max_iter=50, u_init=None, random_state=None, verbose=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.batch_size = batch_size
         self.n_sampled = n_sampled
         self.alpha = alpha
         self.decay = decay
-        self.tol = tol
-        self.max_iter = max_iter
+        self.solver_tol = solver_tol
+        self.solver_max_iter = solver_max_iter
         self.u_init = u_init
         self.random_state = random_state
         self.verbose = verbose
@@ -520,12 +527,13 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         order = rng.permutation(J).astype(np.int64)
         classes = draw_batch_classes(rng, y, state.bptr, state.brows, order,
                                      state.W.shape[0], int(self.n_sampled))
-        lr = float(self.learning_rate) * float(self.decay) ** epoch
+        lr = self._step_at(epoch)
         with threadpool_limits(1, "blas"):  # n × n products: threads only spin
             ns = minibatch_epoch(X.indptr, X.indices, X.data, y, state.W, state.u, order,
                                  classes, state.bptr, state.brows, state.B, state.M,
-                                 state.rank, lr, J / X.shape[0], float(self.alpha),
-                                 state.beta, float(self.tol), int(self.max_iter))
+                                 state.rank, lr, J / X.shape[0], self._ridge(),
+                                 state.beta, float(self.solver_tol),
+                                 int(self.solver_max_iter))
         state.steps.append(ns / max(J, 1))
 
     def _finalize(self, state):
