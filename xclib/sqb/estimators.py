@@ -183,7 +183,8 @@ class SQB(_BinaryLogistic, _SQBSolver):
         "same": S = T, the gradient batch, as one run of Algorithm 1 over T gives both; then
         μ_T lies in the range of Σ_T (Lemma 4), so no direction of the gradient goes unseen,
         but the step is no longer unbiased. ``b1_sigma``, ``cap_sigma`` and ``gamma_sigma``
-        are ignored, and each row counts once in the effective passes.
+        are ignored, and each row counts once for both statistics (and, with
+        ``pass_unit="row_products"``, once more in each product of the solve).
     n_epochs : int, default 10
         Rounds; each runs SQB iterations until the rows counted in ``pass_unit`` reach one
         more effective pass (at least one iteration: with full batches a round is one
@@ -202,7 +203,9 @@ class SQB(_BinaryLogistic, _SQBSolver):
 
     The paper's setting for adult (a9a) is
     ``SQB(learning_rate=1.0, alpha=1/T, solver="lsqr", n_inner=5, b1_mu=5, b1_sigma=5,
-    gamma_mu=0.05, gamma_sigma=0.001, cap_mu=None, cap_sigma=200)``.
+    gamma_mu=0.05, gamma_sigma=0.001, cap_mu=None, cap_sigma=200)``, with γ read as rows
+    (add ``gamma_unit="fraction"`` for the other reading, ``pass_unit="row_products"`` to
+    charge the solve).
 
     Attributes
     ----------
