@@ -524,3 +524,58 @@ def test_same_batch_step_stays_in_the_seen_span():
         indep = SQB(**common).fit(X, y)
     assert not same.diverged_ and np.linalg.norm(same.theta_) < 1e2
     assert indep.diverged_ or np.linalg.norm(indep.theta_) > 1e4
+
+
+def test_gamma_as_a_fraction_of_t_is_gamma_t_rows(problem):
+    """gamma_unit="fraction" grows the batches by γ·T rows an iteration: the same run as
+    gamma_unit="rows" with γ·T."""
+    X, y, alpha, *_ = problem
+    n = X.shape[0]
+    common = {**PAPER, "learning_rate": 0.1, "alpha": alpha, "n_epochs": 3,
+              "random_state": 1}
+    frac = SQB(**{**common, "gamma_mu": 0.05, "gamma_sigma": 0.01},
+               gamma_unit="fraction").fit(X, y)
+    rows = SQB(**{**common, "gamma_mu": 0.05 * n, "gamma_sigma": 0.01 * n}).fit(X, y)
+    np.testing.assert_array_equal(frac.coef_, rows.coef_)
+    assert frac.n_iter_ == rows.n_iter_
+    assert frac.history_["passes"] == rows.history_["passes"] and not frac.diverged_
+    # read as rows, the same γ grows the batches far more slowly: more, smaller steps
+    slow = SQB(**{**common, "gamma_mu": 0.05, "gamma_sigma": 0.01}).fit(X, y)
+    assert slow.n_iter_ > frac.n_iter_
+
+
+@pytest.mark.parametrize("solver, per_step", [("cg", 2 + 3), ("lsqr", 2 + 2 * 3 + 1)])
+def test_row_products_charge_the_inner_solve(problem, solver, per_step):
+    """Full batches: T gradient rows, T curvature rows, and l (CG) or 2l + 1 (LSQR) products
+    of Σ with a vector over all T rows, per step."""
+    X, y, alpha, *_ = problem
+    params = dict(alpha=alpha, solver=solver, n_inner=3, n_epochs=3)
+    rows = SQB(**params).fit(X, y)
+    products = SQB(**params, pass_unit="row_products").fit(X, y)
+    assert rows.history_["passes"] == [2.0, 4.0, 6.0]
+    assert rows.history_["product_passes"] == [per_step * k for k in (1.0, 2.0, 3.0)]
+    assert products.history_["passes"] == rows.history_["product_passes"]
+    np.testing.assert_array_equal(rows.coef_, products.coef_)  # one step a round in both
+
+
+def test_row_products_of_the_paper_schedule(problem):
+    """Small batches: a round ends once the charged row products reach one more pass, so
+    charging the solve makes fewer iterations a round; the passes are the products / T."""
+    X, y, alpha, *_ = problem
+    params = {**PAPER, "learning_rate": 0.1, "alpha": alpha, "n_epochs": 4,
+              "random_state": 0}
+    rows = SQB(**params).fit(X, y)
+    products = SQB(**params, pass_unit="row_products").fit(X, y)
+    assert not rows.diverged_ and not products.diverged_
+    assert products.n_iter_ < rows.n_iter_
+    np.testing.assert_allclose(products.history_["passes"],
+                               products.history_["product_passes"])
+    assert np.all(np.array(rows.history_["product_passes"])
+                  > np.array(rows.history_["passes"]))
+
+
+@pytest.mark.parametrize("bad", [dict(gamma_unit="percent"), dict(pass_unit="rows")])
+def test_sqb_rejects_unknown_units(problem, bad):
+    X, y, *_ = problem
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        SQB(**bad).fit(X, y)

@@ -11,7 +11,8 @@ The package reads like the chapter:
    multinomial versions (beyond the paper).
 3. :mod:`~xclib.sqb.solvers` — **the SQB step** (eq. 5)
    ``θ ← θ − a (Σ_S + αI)⁻¹ (μ_T + αθ)``, the system solved by a few LSQR or CG iterations,
-   batches growing as ``b_k = min(cap, b¹ + round((k−1)γ))`` (Section 4.2).
+   batches growing as ``b_k = min(cap, b¹ + round((k−1)γ))`` (Section 4.2; γ rows an
+   iteration, or γ·T rows with ``gamma_unit="fraction"``, the two readings of the paper's γ).
 4. :mod:`~xclib.sqb.objective` — **the objective** of every estimator (eq. 4)
    ``L(θ) = (1/T) Σ_j [log(1 + exp(θᵀx_j)) − y_j θᵀx_j] + (α/2) ‖θ‖²``, y_j ∈ {0, 1},
    and its optimum by L-BFGS.
@@ -22,8 +23,9 @@ The package reads like the chapter:
 The paper's symbols in the book's vocabulary: its ridge η (eq. 4 is a mean) is ``alpha``;
 its step α_k is ``learning_rate``; l is ``n_inner``; γ_μ, γ_Σ, b¹ and the caps are
 ``gamma_mu``, ``gamma_sigma``, ``b1_mu``/``b1_sigma``, ``cap_mu``/``cap_sigma``. Each fit
-epoch is about one *effective pass* (T gradient-or-curvature row evaluations), the paper's
-x-axis; ``history_["passes"]`` holds the exact count.
+epoch is about one *effective pass* (T gradient-or-curvature row evaluations, and with
+``pass_unit="row_products"`` also the rows of every product with Σ_S inside the solve), the
+paper's x-axis; ``history_["passes"]`` holds the exact count.
 
 The binary models are :class:`~xclib.base.LinearSoftmaxClassifier` with K = 2 rows,
 ``coef_ = [0, θ]``: the softmax of the scores ``(0, θᵀx)`` *is* the logistic model

@@ -1,7 +1,7 @@
 """The SQB estimators: binary (:class:`SQB`, the paper's) and multinomial (beyond the paper)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
@@ -26,6 +26,8 @@ class SQBState(LogisticState):
     k: int = 1
     seen: int = 0
     n_classes: int = 1
+    products: int = 0
+    product_passes: list = field(default_factory=list)
 
 
 class _SQBSolver(_RidgeLogistic):
@@ -43,6 +45,8 @@ class _SQBSolver(_RidgeLogistic):
         "cap_mu": _BATCH,
         "cap_sigma": _BATCH,
         "batches": [StrOptions({"independent", "same"})],
+        "gamma_unit": [StrOptions({"rows", "fraction"})],
+        "pass_unit": [StrOptions({"batch_rows", "row_products"})],
         "n_epochs": N_EPOCHS,
         "random_state": RANDOM_STATE,
         "verbose": VERBOSE,
@@ -50,7 +54,8 @@ class _SQBSolver(_RidgeLogistic):
 
     def __init__(self, learning_rate=1.0, alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
                  gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None, cap_sigma=None,
-                 batches="independent", n_epochs=10, random_state=None, verbose=False):
+                 batches="independent", n_epochs=10, random_state=None, verbose=False,
+                 gamma_unit="rows", pass_unit="batch_rows"):
         self.learning_rate = learning_rate
         self.alpha = alpha
         self.n_inner = n_inner
@@ -65,6 +70,8 @@ class _SQBSolver(_RidgeLogistic):
         self.n_epochs = n_epochs
         self.random_state = random_state
         self.verbose = verbose
+        self.gamma_unit = gamma_unit
+        self.pass_unit = pass_unit
 
     def _n_weight_rows(self):
         return 1
@@ -74,14 +81,25 @@ class _SQBSolver(_RidgeLogistic):
         return SQBState.start(X, y, n_weights=rows * X.shape[1], n_classes=rows)
 
     def _schedule(self, k, n):
-        """Gradient and curvature batch sizes of iterations ``k`` (Section 4.2), at most T."""
+        """Gradient and curvature batch sizes of iterations ``k`` (Section 4.2), at most T:
+        γ rows per iteration, or γ·T rows with ``gamma_unit="fraction"``."""
         sizes = []
+        per = float(n) if self.gamma_unit == "fraction" else 1.0
         for b1, cap, gamma in ((self.b1_mu, self.cap_mu, self.gamma_mu),
                                (self.b1_sigma, self.cap_sigma, self.gamma_sigma)):
             b1 = n if b1 is None else min(n, int(b1))
             cap = n if cap is None else min(n, int(cap))
-            sizes.append(np.minimum(batch_schedule(k, b1, cap, float(gamma)), n))
+            sizes.append(np.minimum(batch_schedule(k, b1, cap, float(gamma) * per), n))
         return sizes
+
+    def _products(self, b_mu, b_sigma, same):
+        """Row products of each iteration: the gradient batch, the curvature batch (one
+        batch if ``same``) and every product of Σ_S with a vector inside the solve, one per
+        row of S (l of them for CG, 2l + 1 for LSQR; the nominal l, however early the solver
+        stops)."""
+        l = int(self.n_inner)
+        inner = (2 * l + 1 if self.solver == "lsqr" else l) * b_sigma
+        return (b_mu if same else b_mu + b_sigma) + inner
 
     def _run_epoch(self, state, X, y, epoch, rng):
         n = state.n
@@ -92,7 +110,10 @@ class _SQBSolver(_RidgeLogistic):
         same = self.batches == "same"
         if same:  # Lemma 4: S = T, one loop of Algorithm 1 gives μ_T and Σ_T
             b_sigma = b_mu
-        cum = state.seen + np.cumsum(b_mu if same else b_mu + b_sigma)
+        rows = b_mu if same else b_mu + b_sigma
+        products = self._products(b_mu, b_sigma, same)
+        cost = products if self.pass_unit == "row_products" else rows
+        cum = state.seen + np.cumsum(cost)
         m = int(np.searchsorted(cum, target)) + 1  # first iteration reaching the target
         b_mu, b_sigma = b_mu[:m], b_sigma[:m]
         stream_mu = _permutation_stream(rng, n, int(b_mu[b_mu < n].sum()))
@@ -106,9 +127,13 @@ class _SQBSolver(_RidgeLogistic):
         state.k += m
         state.seen = int(cum[m - 1])
         state.passes.append(state.seen / n)
+        state.products += int(products[:m].sum())
+        state.product_passes.append(state.products / n)
 
     def _finalize(self, state):
         super()._finalize(state)
+        self.history_["product_passes"] = [float(p) for p in
+                                           state.product_passes[: self.n_epochs_]]
         self.n_iter_ = state.k - 1
 
 
@@ -147,7 +172,8 @@ class SQB(_BinaryLogistic, _SQBSolver):
     solver : {"cg", "lsqr"}, default "cg"
         Inner solver; the paper's is "lsqr".
     gamma_mu, gamma_sigma : float ≥ 0, default 0.0
-        Growth rates γ_μ, γ_Σ of the gradient and curvature batches (rows per iteration).
+        Growth rates γ_μ, γ_Σ of the gradient and curvature batches: rows per iteration,
+        or a fraction of T per iteration with ``gamma_unit="fraction"``.
     b1_mu, b1_sigma : int ≥ 1 or None, default None
         Initial batch sizes b¹ (5 in the paper); None is all T rows.
     cap_mu, cap_sigma : int ≥ 1 or None, default None
@@ -157,22 +183,36 @@ class SQB(_BinaryLogistic, _SQBSolver):
         "same": S = T, the gradient batch, as one run of Algorithm 1 over T gives both; then
         μ_T lies in the range of Σ_T (Lemma 4), so no direction of the gradient goes unseen,
         but the step is no longer unbiased. ``b1_sigma``, ``cap_sigma`` and ``gamma_sigma``
-        are ignored, and each row counts once in the effective passes.
+        are ignored, and each row counts once for both statistics (and, with
+        ``pass_unit="row_products"``, once more in each product of the solve).
     n_epochs : int, default 10
-        Rounds; each runs SQB iterations until the rows evaluated by both batches reach one
+        Rounds; each runs SQB iterations until the rows counted in ``pass_unit`` reach one
         more effective pass (at least one iteration: with full batches a round is one
-        iteration, two passes). ``history_["passes"]`` holds the exact count.
+        iteration, two batch-row passes). ``history_["passes"]`` holds the exact count.
     random_state, verbose : as everywhere.
+    gamma_unit : {"rows", "fraction"}, default "rows"
+        How γ reads (Section 4.2 gives ``b^k = min(cap, b¹ + round((k−1)γ))`` and γ to four
+        decimals without a unit): "rows" adds γ rows per iteration, "fraction" adds γ·T rows
+        per iteration (``b^k = min(cap, b¹ + round((k−1)γT))``).
+    pass_unit : {"batch_rows", "row_products"}, default "batch_rows"
+        What an effective pass counts. "batch_rows": the rows of the gradient and curvature
+        batches (T per pass, the inner solve free). "row_products": also every product of
+        Σ_S with a vector inside the solve, one per row of S — l per iteration for CG,
+        2l + 1 for LSQR — so that a run's passes are its work. ``history_`` always holds
+        both: ``passes`` in this unit and ``product_passes`` (row products / T).
 
     The paper's setting for adult (a9a) is
     ``SQB(learning_rate=1.0, alpha=1/T, solver="lsqr", n_inner=5, b1_mu=5, b1_sigma=5,
-    gamma_mu=0.05, gamma_sigma=0.001, cap_mu=None, cap_sigma=200)``.
+    gamma_mu=0.05, gamma_sigma=0.001, cap_mu=None, cap_sigma=200)``, with γ read as rows
+    (add ``gamma_unit="fraction"`` for the other reading, ``pass_unit="row_products"`` to
+    charge the solve).
 
     Attributes
     ----------
     coef_ : (2, D), ``[0, θ]`` ; theta_ : (D,), θ ; n_iter_ : SQB iterations run ;
     history_ : as in :class:`~xclib.base.IterativeSoftmaxEstimator`, with the cost L(θ) as
-    ``train_loss`` and ``passes`` (effective passes after each round).
+    ``train_loss``, ``passes`` (effective passes after each round, in ``pass_unit``) and
+    ``product_passes`` (row products, the inner solve included, over T).
     """
 
 
