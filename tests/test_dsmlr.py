@@ -512,3 +512,5 @@ def test_log_concavity_decreases_towards_the_optimum():
     assert np.all(np.diff(obj) <= 1e-10)  # block coordinate descent on L2: monotone
     opt = SoftmaxRegression(alpha=0.05, fit_intercept=False, tol=1e-10).fit(X, y).objective_
     assert obj[-1] - opt < 1e-3 * abs(opt)
+    passes = np.diff([0.0] + res.history_["passes"])  # per round: 1 for b, 2 per evaluation
+    assert np.all(passes >= 1 + 2 * 1) and np.all(passes <= 1 + 2 * 25)
