@@ -346,14 +346,17 @@ class _ActorRing:
             return set(self.addr)
         return set(self.addr) - set(alive)
 
+    def _abort_all(self, why):
+        """Tell every actor to stop waiting (best effort: some workers may be gone)."""
+        for a in self.actors or ():
+            try:
+                a.abort(why)
+            except Exception:  # that actor's worker is gone
+                pass
+
     def _fail(self, why, cause=None):
         """Stop the surviving actors (they may be waiting for a lost block) and raise."""
-        if self.actors is not None:
-            for a in self.actors:
-                try:
-                    a.abort(why)
-                except Exception:  # that actor's worker is gone too
-                    pass
+        self._abort_all(why)
         raise WorkerLostError(f"the DS-MLR fit on Dask stops: {why} (no partial model)") \
             from cause
 
@@ -520,7 +523,8 @@ class DaskBackend(_ActorRing):
         return [int(v) for v in self.best_bytes]
 
     def close(self):
-        """Drop the actors; close the client and cluster if this backend made them."""
+        """Stop and drop the actors; close the client and cluster if this backend made them."""
+        self._abort_all("the fit was closed")  # an actor still waiting stops now
         self.actors = self._futures = None
         if self._finalizer is not None:
             self._finalizer()

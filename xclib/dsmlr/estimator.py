@@ -176,6 +176,8 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
         For ``backend="dask"``: a client, a scheduler address, or None for a
         ``LocalCluster(n_workers=P, threads_per_worker=1, processes=True)`` (P worker
         processes) made (and closed) by ``fit``. The client must have at least P workers.
+        Pass the address (``client.scheduler.address``) where the estimator is cloned
+        (``sklearn.base.clone`` deep-copies parameters, and a ``Client`` cannot be copied).
     timeout : float > 0, default 120
         Seconds an asynchronous thread may wait for its next column, or a Dask step (an outer
         iteration, a worker's wait for a block) may take, before the fit stops with an error
