@@ -283,6 +283,23 @@ def test_dask_divergence_keeps_the_best_weights_like_serial(dask_client):
     np.testing.assert_array_equal(b.coef_, a.coef_)
 
 
+def test_dask_driver_assembles_w_once(dask_client, monkeypatch):
+    """W stays on the workers during the fit: the driver gathers it once, at the end, and the
+    history's objective (from the workers' partial sums) is eq. (2) of the final W."""
+    from xclib.dsmlr import DaskBackend
+
+    calls = []
+    gather = DaskBackend.weights
+    monkeypatch.setattr(DaskBackend, "weights",
+                        lambda self, *a, **k: calls.append(1) or gather(self, *a, **k))
+    X, y = _data()
+    m = DSMLR(alpha=1e-3, learning_rate=0.1, n_epochs=4, n_workers=2, backend="dask",
+              client=dask_client, random_state=2).fit(X, y)
+    assert len(calls) == 1 and m.n_epochs_ == 4
+    np.testing.assert_allclose(m.history_["objective"][-1],
+                               primal_objective(m.coef_, X, y, 1e-3), rtol=1e-12)
+
+
 def test_dask_refuses_eval_set(dask_client):
     X, y = _data()
     with pytest.raises(ValueError, match="eval_set is not available with backend='dask'"):
