@@ -1,7 +1,8 @@
 """DS-MLR benchmarks: per-epoch times and speed-ups measured in one run (no timed asserts).
 
     XCLIB_DATA=/work/shared/data python benchmarks/bench_dsmlr.py [--set bibtex]
-        [--workers 1,2,4,8,16] [--epochs 3] [--backends threads,dask] [--skip-lbfgs]
+        [--workers 1,2,4,8,16] [--epochs 3] [--backends threads,dask] [--scheduler ADDR]
+        [--skip-lbfgs]
     python benchmarks/bench_dsmlr.py --synthetic 50000,10000,2000,50 --workers 1,2,4,8,16
 
 ``--set`` loads a data set (``--synthetic N,D,K,nnz_per_row`` draws one with
@@ -27,10 +28,11 @@ from xclib.book import warm_up
 from xclib.dsmlr import DSMLR, DataParallelLBFGS
 
 
-def epoch_seconds(X, y, alpha, K, P, backend, schedule, epochs):
+def epoch_seconds(X, y, alpha, K, P, backend, schedule, epochs, client=None):
     """Median warm seconds per outer iteration of one configuration."""
     m = DSMLR(alpha=alpha, learning_rate=1.0 / K, n_epochs=epochs, n_workers=P,
-              backend=backend, schedule=schedule, random_state=0)
+              backend=backend, schedule=schedule, random_state=0,
+              client=client if backend == "dask" else None)
     warm_up(m, X, y)
     m.fit(X, y)
     return float(np.median(np.diff([0.0] + m.history_["time"]))), m
@@ -56,7 +58,10 @@ def main():
     ap.add_argument("--set", default="bibtex")
     ap.add_argument("--synthetic", default=None, help="N,D,K,nnz_per_row")
     ap.add_argument("--workers", default=None, help="comma-separated P, e.g. 1,2,4,8,16")
-    ap.add_argument("--backends", default="threads", help="threads and/or dask (sync only)")
+    ap.add_argument("--backends", default="threads", help="threads and/or dask")
+    ap.add_argument("--scheduler", default=None,
+                    help="a Dask scheduler address (default: a LocalCluster of max(P) "
+                         "single-threaded worker processes)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--skip-lbfgs", action="store_true")
     a = ap.parse_args()
@@ -68,12 +73,18 @@ def main():
     alpha = 1.0 / N  # the paper's λ (eq. (2) is on alpha's mean scale)
     print(f"{name}: N={N} D={X.shape[1]} K={K} nnz/row={X.nnz / N:.1f}  alpha=1/N")
     configs = [("threads", "sync"), ("threads", "async")]
+    client = None
     if "dask" in a.backends.split(","):
-        configs.append(("dask", "sync"))
+        from distributed import Client, LocalCluster
+
+        configs += [("dask", "sync"), ("dask", "async")]
+        client = Client(a.scheduler) if a.scheduler else Client(LocalCluster(
+            n_workers=max(workers), threads_per_worker=1, processes=True,
+            dashboard_address=None, worker_dashboard_address=None))
     for backend, sched in configs:
         base = None
         for P in workers:
-            t, _ = epoch_seconds(X, y, alpha, K, P, backend, sched, a.epochs)
+            t, _ = epoch_seconds(X, y, alpha, K, P, backend, sched, a.epochs, client)
             base = t if base is None else base
             print(f"  {sched:5s} {backend:7s} P={P:3d}: {t:8.3f} s/epoch, "
                   f"{N * K / t / P:14,.0f} updates/s/worker, speed-up {base / t:5.2f}x")

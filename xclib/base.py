@@ -384,9 +384,8 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
         self.history_ = {k: [] for k in HISTORY_KEYS}
         self.diverged_ = False
         self.n_epochs_ = 0
-        coef, intercept = self._coef(state)
-        best = _copy_weights(coef, intercept)
-        best_loss, _ = self._history_metrics(coef, intercept, X, y_enc)
+        coef, intercept, best_loss, _ = self._round_metrics(state, X, y_enc)
+        best = self._keep_best(state, coef, intercept)
         limit = self._divergence_factor * max(abs(best_loss), 1.0) if np.isfinite(best_loss) \
             else np.inf
         start_loss, first_above = best_loss, None
@@ -400,10 +399,7 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
                 with np.errstate(over="ignore", invalid="ignore"):
                     self._run_epoch(state, X, y_enc, epoch, rng)
                 elapsed += time.perf_counter() - t0
-                coef, intercept = self._coef(state)
-                loss, err = np.nan, np.nan
-                if _finite(coef, intercept):
-                    loss, err = self._history_metrics(coef, intercept, X, y_enc)
+                coef, intercept, loss, err = self._round_metrics(state, X, y_enc)
                 if not np.isfinite(loss):
                     self._diverge(epoch, "non-finite weights or loss")
                     break
@@ -418,7 +414,7 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
                                              f"for {above} round(s)")
                         break
                 if loss <= best_loss or not np.isfinite(best_loss):
-                    best, best_loss = _copy_weights(coef, intercept), loss
+                    best, best_loss = self._keep_best(state, coef, intercept), loss
                 if eval_set is not None:
                     eloss, eerr = self._history_metrics(coef, intercept, Xe, ye)
                 else:
@@ -461,6 +457,16 @@ class IterativeSoftmaxEstimator(LinearSoftmaxClassifier):
                     f"lower it by tol={self.tol:g}); raise n_epochs, or pass tol=None to "
                     "run a fixed number of epochs", ConvergenceWarning, stacklevel=2)
         return self
+
+    def _round_metrics(self, state, X, y):
+        """(coef, intercept, loss, error) after a round (NaN: non-finite weights); a hook."""
+        coef, intercept = self._coef(state)
+        loss, err = self._history_metrics(coef, intercept, X, y) \
+            if _finite(coef, intercept) else (np.nan, np.nan)
+        return coef, intercept, loss, err
+
+    def _keep_best(self, state, coef, intercept):  # kept as coef_ if the fit diverges later
+        return _copy_weights(coef, intercept)
 
     def _diverge(self, epoch, why):
         self.diverged_ = True

@@ -24,8 +24,8 @@ The package, in the order of the chapter:
                        (Algorithm 2, NOMAD), :func:`sync_schedule`, :func:`partition`,
                        :class:`Blocks` (how rows and classes are dealt to workers)
 ``backends``           :class:`SerialBackend`, :class:`ThreadsBackend`
-``dask_backend``       :class:`DaskBackend` (Algorithm 1 on ``dask.distributed``),
-                       :class:`WorkerLostError`
+``dask_backend``       :class:`DaskBackend` (Algorithms 1 and 2 on ``dask.distributed``,
+                       one :class:`RingWorker` actor per worker), :class:`WorkerLostError`
 ``simulator``          :func:`simulate_schedules`, a cost model beyond the cores at hand
 ``estimator``          :class:`DSMLR` = a schedule × a backend on the base epoch loop
 ``lbfgs``              :class:`DataParallelLBFGS`, the paper's data-parallel baseline
@@ -37,7 +37,7 @@ Algorithm 1 initialises ``b = 1/K``; with ``W = 0`` eq. (9) gives ``b_i = −log
 initialise ``b`` that way.
 """
 from .backends import SerialBackend, ThreadsBackend
-from .dask_backend import DaskBackend, WorkerLostError
+from .dask_backend import DaskBackend, RingWorker, WorkerLostError
 from .estimator import DSMLR, DSMLRState, auto_learning_rate
 from .kernels import block_lse, block_sgd, column_sgd
 from .lbfgs import DataParallelLBFGS, LBFGSStatus
@@ -61,6 +61,7 @@ __all__ = [
     "SerialBackend",
     "ThreadsBackend",
     "DaskBackend",
+    "RingWorker",
     "simulate_schedules",
     "auto_learning_rate",
     "DSMLR",

@@ -7,8 +7,8 @@ their data blocks and exchange parameter blocks) is :mod:`.dask_backend`.
 A backend offers what the schedules (:mod:`.schedules`) need:
 
 ``sync_epoch(state, orders, eta)``   one outer iteration of Algorithm 1
-``token_ring(queues, K, process)``   one outer iteration of Algorithm 2's ring; returns the
-                                     queues left over and the log of (worker, column) visits
+``async_epoch(state, rows, eta)``    one outer iteration of Algorithm 2; returns the (P, K)
+                                     columns each worker updated
 ``weights(state)``                   the current (K, D) ``W``
 ``worker_bytes()``                   per worker bytes held (Dask only; None here)
 ``close()``                          release threads / clusters (idempotent)
@@ -19,7 +19,7 @@ import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from .schedules import local_sync_epoch
+from .schedules import local_async_epoch, local_sync_epoch
 
 __all__ = ["SerialBackend", "ThreadsBackend"]
 
@@ -39,6 +39,9 @@ class SerialBackend:
 
     def sync_epoch(self, state, orders, eta):
         local_sync_epoch(state, orders, eta, self.map)
+
+    def async_epoch(self, state, rows, eta):
+        return local_async_epoch(state, rows, eta, self.token_ring)
 
     def token_ring(self, queues, K, process):
         P = self.P

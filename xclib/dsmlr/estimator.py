@@ -74,10 +74,6 @@ def auto_learning_rate(X, n_classes, alpha):
 
 def _check_combination(est, n, K, eta_alpha):
     """Cross-parameter checks; returns P after the clamp to ``min(n_workers, N, K)``."""
-    if est.schedule == "async" and est.backend == "dask":
-        raise NotImplementedError(
-            "the asynchronous (NOMAD) schedule is not implemented on Dask: use "
-            "schedule='sync' with backend='dask', or schedule='async' with 'threads'")
     if est.b_update == "stochastic" and (est.schedule != "sync" or est.backend == "dask"):
         raise ValueError("b_update='stochastic' is only available with schedule='sync' on "
                          f"backend='serial' or 'threads'; got schedule={est.schedule!r}, "
@@ -97,16 +93,49 @@ def _check_combination(est, n, K, eta_alpha):
     return clamp
 
 
-def _make_backend(est, P, blocks, W):
+def _make_backend(est, P, blocks, K, queues):
     """The backend named by ``est.backend`` for P workers."""
     if est.backend == "serial":
         return SerialBackend(P)
     if est.backend == "threads":
         return ThreadsBackend(P, est.timeout)
-    return DaskBackend(est.client, P, blocks, W, est.timeout)
+    return DaskBackend(est.client, P, blocks, K, est.timeout, queues)
 
 
-class DSMLR(IterativeSoftmaxEstimator):
+class _WorkersHoldW:
+    """The epoch loop's hooks for ``backend="dask"``, where ``W`` stays on the workers until
+    the fit ends: the history's loss comes from the workers' partial sums."""
+
+    def fit(self, X, y, eval_set=None):
+        """Fit on ``(X, y)``; ``eval_set`` as in every estimator (not with ``backend="dask"``,
+        whose driver does not hold ``W`` during the fit)."""
+        if eval_set is not None and self.backend == "dask":
+            raise ValueError("eval_set is not available with backend='dask': W stays on the "
+                             "workers until the fit ends; evaluate the fitted model instead")
+        return super().fit(X, y, eval_set=eval_set)
+
+    def _remote(self, state):
+        return isinstance(state.backend, DaskBackend)
+
+    def _round_metrics(self, state, X, y):
+        if not self._remote(state):
+            return super()._round_metrics(state, X, y)
+        loss, err, _ = state.backend.metrics  # partial sums from the workers
+        return None, None, (loss if np.isfinite(loss) else np.nan), err
+
+    def _keep_best(self, state, coef, intercept):
+        if not self._remote(state):
+            return super()._keep_best(state, coef, intercept)
+        state.backend.keep_best()  # each worker copies the parameter rows it holds
+        return None, None
+
+    def _best_from_workers(self, state):
+        """On Dask, the diverged fit's ``coef_``: the copy the workers kept of the best W."""
+        if self._remote(state) and self.diverged_:
+            self.coef_ = state.backend.weights(state, best=True) / state.scale
+
+
+class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
     """Doubly-separable multinomial logistic regression (Raman et al. 2019).
 
     Minimises ``L1(W)`` of eq. (2) through ``L2(W, b)`` of eq. (10): stochastic steps (13) on
@@ -136,18 +165,24 @@ class DSMLR(IterativeSoftmaxEstimator):
     backend : {"serial", "threads", "dask"}, default "serial"
         ``serial`` runs the workers one after another (same arithmetic); ``threads`` one thread
         per worker (numba kernels release the GIL); ``dask`` one ``dask.distributed`` worker per
-        block (sync schedule only).
+        block, each owning its data block for the whole fit while parameter blocks (sync) or
+        columns (async) pass from worker to worker (see :mod:`.dask_backend`); the driver
+        holds no ``W`` until the fit ends.
     b_update : {"exact", "stochastic"}, default "exact"
         ``exact`` is eq. (9). ``stochastic`` also steps every ``b_i`` inside the inner loop
         (gradient of (12)) and never resets it — the alternative the paper argues against;
         serial/threads sync only.
     client : distributed.Client, str or None, default None
         For ``backend="dask"``: a client, a scheduler address, or None for a
-        ``LocalCluster(n_workers=P, threads_per_worker=1, processes=False)`` made (and closed)
-        by ``fit``. The client must have at least P workers.
+        ``LocalCluster(n_workers=P, threads_per_worker=1, processes=True)`` (P worker
+        processes) made (and closed) by ``fit``. The client must have at least P workers.
+        Pass the address (``client.scheduler.address``) where the estimator is cloned
+        (``sklearn.base.clone`` deep-copies parameters, and a ``Client`` cannot be copied).
     timeout : float > 0, default 120
-        Seconds an asynchronous thread may wait for its next column, or a Dask outer
-        iteration may take, before the fit stops with an error.
+        Seconds an asynchronous thread may wait for its next column, or a Dask step (an outer
+        iteration, a worker's wait for a block) may take, before the fit stops with an error
+        (:class:`~.dask_backend.WorkerLostError` on Dask, also raised at once when a worker
+        leaves the cluster).
     random_state, verbose : as in every estimator.
 
     Attributes
@@ -156,9 +191,9 @@ class DSMLR(IterativeSoftmaxEstimator):
     ``objective`` = L1(W) per epoch), learning_rate_ (η₀ used), n_workers_ (P after the
     clamp), b_ (N,) the final b (eq. (9) of the final W for the exact update; None if the fit
     diverged), async_visits_ (async only: (T, P, K) booleans, which columns each worker updated
-    in each outer iteration), worker_bytes_ (dask only: per worker, the most bytes Dask held
-    for it after an outer iteration — its data block, b block and the parameter blocks it last
-    updated).
+    in each outer iteration), worker_bytes_ (dask only: per worker, the most bytes its state
+    held during the fit by Dask's ``sizeof`` — its data block, labels and b block, the parameter
+    blocks in its mailbox and in hand, and its copy of the best iterate).
     """
 
     _parameter_constraints = {
@@ -200,23 +235,28 @@ class DSMLR(IterativeSoftmaxEstimator):
                 "use learning_rate='auto' or rescale X")
         P = _check_combination(self, n, K, eta0 * alpha)
         sched = SyncSchedule() if self.schedule == "sync" else AsyncSchedule()
+        remote = self.backend == "dask"  # then W lives on the workers until the end
         st = DSMLRState(P=P, K=K, alpha=alpha, learning_rate=eta0, b_update=self.b_update,
-                        W=np.zeros((K, d)), blocks=Blocks(Xs, y, K, P, rng), schedule=sched,
-                        scale=s)
+                        W=None if remote else np.zeros((K, d)),
+                        blocks=Blocks(Xs, y, K, P, rng), schedule=sched, scale=s)
         if self.schedule == "async":
             st.queues = AsyncSchedule.initial_queues(K, P, rng)
-        st.backend = _make_backend(self, P, st.blocks, st.W)
+        st.backend = _make_backend(self, P, st.blocks, K, st.queues)
         return st
 
     def _run_epoch(self, state, X, y, epoch, rng):
         eta = state.learning_rate / math.sqrt(epoch + 1.0)
         try:
             state.schedule.run_epoch(state, eta, rng)
-            W = state.weights()
+            if self._remote(state):
+                sq = state.backend.metrics[2] / state.scale / state.scale
+            else:
+                W = state.weights()
+                sq = float(np.sum(W * W))
         except BaseException:
             state.backend.close()
             raise
-        state.sqnorm.append(float(np.sum(W * W)))
+        state.sqnorm.append(sq)
 
     def _coef(self, state):
         return state.weights(), None
@@ -224,6 +264,7 @@ class DSMLR(IterativeSoftmaxEstimator):
     def _finalize(self, state):
         """Copy the extra fitted attributes out of the state and release the backend."""
         try:
+            self._best_from_workers(state)
             if isinstance(state.backend, DaskBackend) and not self.diverged_:
                 state.backend.fetch_b(state.blocks)
             worker_bytes = state.backend.worker_bytes()

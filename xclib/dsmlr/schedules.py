@@ -135,7 +135,7 @@ class AsyncSchedule:
 
     A column that comes back to a worker that already used it in this outer iteration waits
     there until that worker's ``b`` update (so no worker counts a column twice in its partial
-    sums). The backend runs the ring (:meth:`token_ring`); the schedule prepares the work.
+    sums). The backend runs the ring (``async_epoch``); the schedule draws the row orders.
     """
 
     name = "async"
@@ -149,22 +149,29 @@ class AsyncSchedule:
         return queues
 
     def run_epoch(self, state, eta, rng):
-        P, K, B, W = state.P, state.K, state.blocks, state.W
-        rows = [rng.permutation(B.rb[p + 1] - B.rb[p]).astype(np.int64) for p in range(P)]
-        seen = np.zeros((P, K), dtype=bool)
-        lse_acc = [np.full(B.rb[p + 1] - B.rb[p], -np.inf) for p in range(P)]
+        B = state.blocks
+        rows = [rng.permutation(B.rb[p + 1] - B.rb[p]).astype(np.int64) for p in range(state.P)]
+        state.visits.append(state.backend.async_epoch(state, rows, eta))
 
-        def process(p, k):
-            """Column k at worker p; False if p already used it in this outer iteration."""
-            if seen[p, k]:
-                return False
-            Xp = B.X[p]
-            column_sgd(Xp.indptr, Xp.indices, Xp.data, B.y[p], B.b[p], rows[p], W[k], k, eta,
-                       state.alpha, K, lse_acc[p])
-            seen[p, k] = True
-            return True
 
-        state.queues, state.log = state.backend.token_ring(state.queues, K, process)
-        for p in range(P):  # Algorithm 2, line 18: exact b from the accumulated partial sums
-            B.b[p][:] = -lse_acc[p]
-        state.visits.append(seen.copy())
+def local_async_epoch(state, rows, eta, token_ring):
+    """One outer iteration of Algorithm 2 in shared memory, the ring run by ``token_ring``
+    (a backend's); returns the (P, K) columns each worker updated."""
+    P, K, B, W = state.P, state.K, state.blocks, state.W
+    seen = np.zeros((P, K), dtype=bool)
+    lse_acc = [np.full(B.rb[p + 1] - B.rb[p], -np.inf) for p in range(P)]
+
+    def process(p, k):
+        """Column k at worker p; False if p already used it in this outer iteration."""
+        if seen[p, k]:
+            return False
+        Xp = B.X[p]
+        column_sgd(Xp.indptr, Xp.indices, Xp.data, B.y[p], B.b[p], rows[p], W[k], k, eta,
+                   state.alpha, K, lse_acc[p])
+        seen[p, k] = True
+        return True
+
+    state.queues, state.log = token_ring(state.queues, K, process)
+    for p in range(P):  # Algorithm 2, line 18: exact b from the accumulated partial sums
+        B.b[p][:] = -lse_acc[p]
+    return seen
