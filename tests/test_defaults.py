@@ -30,10 +30,11 @@ def _counts(seed=0, n=600, scale=40.0):
 
 
 def test_pow2_row_scale():
-    X = sp.csr_matrix(np.array([[3.0, 4.0], [0.0, 1.0]]))  # largest norm 5 -> 4
+    X = sp.csr_matrix(np.array([[3.0, 4.0], [0.0, 1.0]]))  # rms of the norms 3.61 -> 4
     assert pow2_row_scale(X) == 4.0
-    assert pow2_row_scale(X / 5.0) == 1.0
-    assert pow2_row_scale(X * 1e200) == 2.0 ** round(np.log2(5e200))
+    assert pow2_row_scale(X / 5.0) == 1.0  # rms 0.72
+    assert pow2_row_scale(X * 1e200) == 2.0 ** round(np.log2(np.sqrt(13.0) * 1e200))
+    assert pow2_row_scale(X * 1e-200) == 2.0 ** round(np.log2(np.sqrt(13.0) * 1e-200))
     assert pow2_row_scale(sp.csr_matrix((3, 2))) == 1.0
 
 

@@ -28,8 +28,8 @@ parameter constraints, and each paper's symbol is mapped to it in the estimator'
                     (``SGDClassifier``'s scale; ``LogisticRegression``'s ``C = 1/(alpha·N)``)
 ``learning_rate``   initial step size; ``decay`` its schedule (step_t = learning_rate·decay^t);
                     ``"auto"`` (the stochastic methods' default): the rows divided by the power
-                    of two nearest their largest norm, the ridge rescaled to the same minimiser,
-                    and the step that suits rows of norm at most 1 (``learning_rate_``)
+                    of two nearest their root-mean-square norm, the ridge rescaled to the same
+                    minimiser, and the step that suits rows of norm about 1 (``learning_rate_``)
 ``n_epochs``        passes over the data (stochastic methods; at most, when ``tol`` is set)
 ``max_iter``        iterations of a deterministic solver (L-BFGS), or number of batches
 ``tol``             stopping tolerance; for the stochastic methods with ``n_iter_no_change``:

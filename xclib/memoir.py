@@ -255,8 +255,8 @@ class Memoir(IterativeSoftmaxEstimator):
     """MEMOIR-ℓ2 (Algorithm 1) and MEMOIR-ℓ1 (Algorithm 2) with a pluggable MIPS oracle.
 
     Minimises ``(alpha/2)·‖W‖²_F + (1/n)·Σ_i (1 + x_i·w_{r_i} − x_i·w_{y_i})_+`` (eq. 10;
-    ``penalty="l1"``: ``(alpha/2)·‖W‖_1`` instead, eq. 11) by stochastic sub-gradient steps in
-    which ``r_i = argmax_{r≠y_i} x_i·w_r`` comes from a MIPS oracle (:mod:`xclib.mips`).
+    ``penalty="l1"``: ``(alpha/2)·‖W‖_1``, eq. 11) by stochastic sub-gradient steps, with
+    ``r_i = argmax_{r≠y_i} x_i·w_r`` from a MIPS oracle (:mod:`xclib.mips`).
 
     Parameters
     ----------
@@ -265,18 +265,13 @@ class Memoir(IterativeSoftmaxEstimator):
         The inexact margin; ``"exact"`` is the exact-margin M-SVM baseline. An instance is
         deep-copied at each fit.
     alpha : float >= 0, default 1e-3
-        The weight of the penalty in eqs. 10 and 11: Belyy's λ, exactly (both objectives are
-        already a mean of the hinge over rows, the scale of the shared vocabulary).
+        The weight of the penalty in eqs. 10 and 11: Belyy's λ exactly (both are means).
     learning_rate : "auto" or float > 0, default "auto"
-        Belyy's η₀, the step of ONE pair (see "The summed batch update"). ``"auto"``: η₀ = 0.1
-        on the rows divided by the power of two nearest their largest norm, with ``alpha``
-        rescaled so that the hinge, the penalty and the ball ``‖W‖ ≤ 1/√alpha`` are the same
-        in the units of X (``IterativeSoftmaxEstimator._resolve_step``); a number is used on
-        X as given.
+        Belyy's η₀, the step of ONE pair (see "The summed batch update"); ``"auto"`` is 0.1 on
+        rows rescaled to norm ≈ 1, the same problem in X's units (``StepRules``).
     decay : float >= 0, default 0.02
-        Belyy's η_step. The step of batch t = 1, 2, … is ``learning_rate / (1 + decay · t)``
-        (the paper's "1/t" schedule; unlike the geometric ``learning_rate · decay^t`` of the
-        softmax estimators, 0 means a constant step).
+        Belyy's η_step: batch t = 1, 2, … steps ``learning_rate / (1 + decay · t)`` (the paper's
+        "1/t" schedule, not the softmax estimators' ``decay^t``; 0 is a constant step).
     batch_size : int >= 1 or None, default None
         |b|; None: ``ceil(100 · √K)`` (Table 4). Pairs are drawn uniformly with replacement.
     max_iter : int >= 1, default 400
@@ -287,8 +282,8 @@ class Memoir(IterativeSoftmaxEstimator):
     n_bits, n_candidates, hnsw_ef, hnsw_M : SimpleLSH hash length (paper: 64) and rows
         re-scored per query (None: ``max(16, K // 100)``); HNSW breadth (>= 1), degree (>= 2).
     track_margin : int >= 0
-        If > 0, the first ``track_margin`` pairs of each batch also get the exact
-        ``max_{r≠y}``; the margin error ε (in W units) is kept in ``margin_errors_``.
+        If > 0, the first ``track_margin`` pairs of each batch also get the exact ``max_{r≠y}``;
+        the margin error ε (in W units) is kept in ``margin_errors_``.
     history_size : int >= 1
         Rows (a fixed seeded subsample of the train and eval sets) on which ``history_`` (the
         mean hinge and the 0/1 error) is computed.
@@ -311,9 +306,8 @@ class Memoir(IterativeSoftmaxEstimator):
     Defaults
     --------
     ``Memoir()`` is MEMOIR-LSH (64 bits), ``alpha=1e-3``, 400 batches of 100·√K pairs: on
-    Bibtex (rows L2-normalised) its test accuracy is within 0.03 of LIBLINEAR's Crammer–Singer
-    SVM (C = 1): 0.374 vs 0.382 (seed 0). HNSW got there too but was over 20× slower per
-    batch (dense queries, re-inserted rows); the paper's λ = 1 and T = 25 give 0.08.
+    Bibtex (rows L2-normalised) within 0.03 of LIBLINEAR's Crammer–Singer SVM (C = 1), 0.374
+    vs 0.382; HNSW is over 20× slower a batch; the paper's λ = 1 and T = 25 give 0.08.
 
     Fitted attributes (beyond ``coef_``, ``classes_``, ``history_``)
     -----------------------------------------------------------------

@@ -312,7 +312,7 @@ class OVE(_SampledSoftmax):
         minibatch), η_t = η₀ · decay^epoch. A rate of Fagan & Iyengar's Table 2 (a step on the
         sum over the minibatch) is ``learning_rate = batch_size · η`` (module docstring,
         *Learning-rate scale*). ``"auto"`` (default): η₀ = 10 on the rows divided by the
-        power of two nearest their largest norm, with the ridge rescaled to keep the same
+        power of two nearest their root-mean-square norm, with the ridge rescaled to keep the same
         minimiser (``IterativeSoftmaxEstimator._resolve_step``); ``learning_rate_`` is the
         step in the units of X.
     n_epochs : int, at most this many epochs ; tol, n_iter_no_change : the fit stops once

@@ -49,7 +49,7 @@ from ._numba import draw_other_classes
 from .base import (
     ALPHA, DECAY, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE, STOP_TOL, TOL,
     VERBOSE, Interval,
-    IterativeSoftmaxEstimator, StrOptions, as_csr,
+    IterativeSoftmaxEstimator, StrOptions, as_csr, max_row_norm,
 )
 from .sampled import SHUFFLE_MODES, epoch_order
 from .unbiased_implicit import (  # noqa: F401  (the kernels, part of this module's API)
@@ -153,9 +153,9 @@ _SHARED_DOC = """
     learning_rate : "auto" or float > 0, η₀, η_t = η₀ · decay^epoch, for one (i, k) of eq. (6)
         without the paper's factor N (the authors' code): Table 2's values as printed; a step
         η on the paper's N-scaled ``f_ik`` is ``learning_rate = N·η``. ``"auto"`` (default):
-        the rows are divided by the power of two s nearest their largest norm, the ridge
+        the rows are divided by the power of two s nearest their root-mean-square norm, the ridge
         becomes alpha/s² on V = s·W (the same minimiser, exactly) and η₀ is the class's
-        ``_auto_learning_rate``, the rate that suits rows of norm at most 1 (η₀/s² in the
+        ``_auto_learning_rate``, the rate that suits rows of norm about 1 (η₀/s² in the
         units of X: ``learning_rate_``; see ``IterativeSoftmaxEstimator._resolve_step``).
     n_epochs : int, at most this many epochs of N steps ; decay : float in (0, 1] (0.9 in
         the paper)
@@ -254,13 +254,19 @@ class VanillaSGD(_DoubleSumSGD):
     _auto_learning_rate = 10.0
     _auto_cap = 0.1
 
-    def _auto_step(self, n_classes):
-        """``min(0.1, 10 / K)`` on rows of norm at most 1 (U-max: ``10 / K``, its projections
-        keep it stable). A sampled class's gradient carries the factor ``K − 1`` of eq. (6),
-        so a step that suits K = 10 overflows at K = 1,000; on the raw sets of the notation
-        page's table vanilla SGD overflowed at 0.3 on MNIST (K = 10), at 0.15 on CLEF
-        (K = 63) and at 0.7 on Bibtex (K = 146)."""
-        return min(self._auto_cap, float(self._auto_learning_rate) / n_classes)
+    def _auto_step(self, n_classes, X, s):
+        """``min(0.1, 10 / K)`` on rows of norm about 1, times ``(s / max ‖x_i‖)²`` where the
+        largest row is longer than ``s`` (U-max: ``10 / K``, its projections keep it stable).
+        A sampled class's gradient carries the factor ``K − 1`` of eq. (6), so a step that
+        suits K = 10 overflows at K = 1,000, and the longest rows take the largest steps; on
+        the raw sets of the notation page's table vanilla SGD overflowed at 0.3 on MNIST
+        (K = 10), at 0.15 on CLEF (K = 63), at 0.7 on Bibtex (K = 146), and at 0.1 on ALOI,
+        whose longest rows are five times the typical one."""
+        step = min(self._auto_cap, float(self._auto_learning_rate) / n_classes)
+        if np.isfinite(self._auto_cap):
+            longest = max_row_norm(X) or s
+            step *= min(1.0, (s / longest) ** 2)
+        return step
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
                  formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",

@@ -187,7 +187,7 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
     learning_rate : "auto" or float > 0, default "auto"
         ρ₀ of Section 4, on the paper's scale (the bound's gradient summed over the N rows):
         its 0.02 carries over unchanged (0.1 is better in 10 epochs). ``"auto"``: ρ₀ = 1 on
-        the rows divided by the power of two nearest their largest norm (the ridge rescaled
+        the rows divided by the power of two nearest their root-mean-square norm (the ridge rescaled
         to keep the same minimiser; ``IterativeSoftmaxEstimator._resolve_step``): the
         normalised step moves a weight by about ρ₀, which suits rows of norm about 1 (on the
         raw sets of the book's notation page ρ₀ = 0.1 and 0.3 stopped 0.09 and 0.04 short of
