@@ -165,7 +165,8 @@ def test_large_outputs_warn_and_impossible_ones_raise(monkeypatch):
     m, X = _model(10, 4), _data(30, 4, False)
     monkeypatch.setattr(P, "LARGE_OUTPUT_BYTES", 1000)
     for method in (m.predict_proba, m.predict_log_proba, m.decision_function, m.scores):
-        with pytest.warns(LargeOutputWarning, match=r"30 × 10 float64 array"):
+        with pytest.warns(LargeOutputWarning, match=rf"{method.__name__} returns a 30 × 10 "
+                                                     "float64 array"):
             method(X)
     with warnings.catch_warnings():                   # predict needs no N × K array
         warnings.simplefilter("error")

@@ -151,20 +151,25 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
     def _weights(self):
         return self.coef_, getattr(self, "intercept_", None)
 
+    def _full_scores(self, X, method):
+        """The (N, K) scores of ``method``'s output, filled tile by tile."""
+        X = self._validate_X(X)
+        coef, intercept = self._weights()
+        return _predict.full_scores(coef, X, intercept,
+                                    what=f"{type(self).__name__}.{method}")
+
     def scores(self, X):
         """All K scores ``X @ coef_.T + intercept_``, shape (N, K), also for K = 2.
 
         Computed in bounded tiles (:mod:`xclib.predict`); an output above 1 GiB warns
         (:class:`~xclib.predict.LargeOutputWarning`), one above the physical memory raises.
         """
-        X = self._validate_X(X)
-        coef, intercept = self._weights()
-        return _predict.full_scores(coef, X, intercept, what=f"{type(self).__name__}.scores")
+        return self._full_scores(X, "scores")
 
     def decision_function(self, X):
         """scikit-learn's convention: the (N, K) scores, or for K = 2 the (N,) margin of
         ``classes_[1]`` over ``classes_[0]``. Use :meth:`scores` for all K columns."""
-        s = self.scores(X)
+        s = self._full_scores(X, "decision_function")
         return s[:, 1] - s[:, 0] if s.shape[1] == 2 else s
 
     def predict(self, X):
@@ -203,20 +208,12 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X):
         """Softmax probabilities, shape (N, K), columns in the order of ``classes_``;
         computed in bounded blocks (an output above 1 GiB warns, see :meth:`scores`)."""
-        X = self._validate_X(X)
-        coef, intercept = self._weights()
-        s = _predict.full_scores(coef, X, intercept,
-                                 what=f"{type(self).__name__}.predict_proba")
-        return _predict.softmax_rows(s)
+        return _predict.softmax_rows(self._full_scores(X, "predict_proba"))
 
     @available_if(lambda self: self._has_proba)
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, computed stably (in bounded blocks)."""
-        X = self._validate_X(X)
-        coef, intercept = self._weights()
-        s = _predict.full_scores(coef, X, intercept,
-                                 what=f"{type(self).__name__}.predict_log_proba")
-        return _predict.log_softmax_rows(s)
+        return _predict.log_softmax_rows(self._full_scores(X, "predict_log_proba"))
 
     # -- fitting helpers shared by every estimator ---------------------------------------
     def _validate_fit(self, X, y):

@@ -10,10 +10,11 @@ computed in *tiles*: ``r`` rows × ``c`` classes at a time, with
 * ``r = budget / (8 c)`` rows, so a tile of scores holds at most ``budget`` bytes.
 
 The class chunks are the outer loop (each chunk's weights are copied once), the rows the
-inner one. So the working memory is about 2 × :data:`SCORE_BLOCK_BYTES` (32 MiB each by
-default) whatever N and K, besides the model and the output: ``predict`` keeps one running
-maximum per row, ``predict_topk`` a running (N, k) top list, and the full-matrix methods fill
-their N × K output tile by tile. On a small problem (one tile) the product is exactly the one
+inner one. So the working memory is a few times :data:`SCORE_BLOCK_BYTES` (32 MiB by
+default: a chunk of weights, a tile of scores and, for top-k, the tile's partition indices)
+whatever N and K, besides the model and the output: ``predict`` keeps one running maximum
+per row, ``predict_topk`` a running (N, k) top list, and the full-matrix methods fill their
+N × K output tile by tile. On a small problem (one tile) the product is exactly the one
 ``X @ coef.T`` the dense path computed, and on any problem each score is the same sum in the
 same order for sparse X (CSR rows times contiguous weight columns); for dense X, BLAS may
 split the same dot products differently (differences of order 1e-16 relative).
