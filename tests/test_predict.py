@@ -75,6 +75,7 @@ def test_tiles_cover_the_matrix_once_within_the_budget():
         seen[r0:r1, c0:c1] += 1
     assert np.all(seen == 1)
     assert P.tile_shape(10, 10**5, 1000, 32 << 20) == (10, 4194)
+    assert P.tile_shape(10**5, 10**5, 1000, 32 << 20, sparse=True) == (32017, 131)
     with pytest.raises(ValueError, match="budget"):
         P.tile_shape(1, 1, 1, budget=0)
 

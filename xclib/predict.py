@@ -5,8 +5,10 @@ LinearSoftmaxClassifier`'s ``predict``, ``predict_topk``, ``decision_function``,
 ``predict_proba`` and ``predict_log_proba``). The scores ``X @ coef.T + intercept`` are
 computed in *tiles*: ``r`` rows × ``c`` classes at a time, with
 
-* ``c = min(K, budget / (8 D))`` classes, whose weights are copied (transposed, contiguous:
-  the layout a CSR × dense product reads) into at most ``budget`` bytes, and
+* ``c = min(K, budget / (8 D))`` classes (for sparse X, ``min(K, CACHE_BYTES / (8 D))``:
+  a CSR × dense product reads the chunk's weights once per row, so they must stay in cache
+  for the scan to read them from memory once), copied transposed and contiguous, the layout
+  that product reads, and
 * ``r = budget / (8 c)`` rows, so a tile of scores holds at most ``budget`` bytes.
 
 The class chunks are the outer loop (each chunk's weights are copied once), the rows the
@@ -43,13 +45,16 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import softmax
 
-__all__ = ["SCORE_BLOCK_BYTES", "LARGE_OUTPUT_BYTES", "LargeOutputWarning", "tile_shape",
+__all__ = ["SCORE_BLOCK_BYTES", "CACHE_BYTES", "LARGE_OUTPUT_BYTES", "LargeOutputWarning", "tile_shape",
            "score_tiles", "argmax_scores", "topk_scores", "full_scores", "check_k",
            "check_output_size", "softmax_rows", "log_softmax_rows", "build_index",
            "oracle_topk", "topk_recall"]
 
 #: Bytes of scores (and of copied weights) held at once by a blocked scan.
 SCORE_BLOCK_BYTES = 32 << 20
+#: Largest class chunk of weights (bytes) a sparse scan streams its rows against: a chunk
+#: that stays in a core's cache is read from memory once, not once per row.
+CACHE_BYTES = 1 << 20
 #: Full N × K outputs above this many bytes warn (:class:`LargeOutputWarning`).
 LARGE_OUTPUT_BYTES = 1 << 30
 
@@ -65,10 +70,13 @@ def _budget(budget):
     return int(budget)
 
 
-def tile_shape(n_rows, n_classes, n_features, budget=None):
-    """``(rows, classes)`` of one tile for a memory ``budget`` in bytes (see the module)."""
+def tile_shape(n_rows, n_classes, n_features, budget=None, sparse=False):
+    """``(rows, classes)`` of one tile for a memory ``budget`` in bytes (see the module);
+    with ``sparse`` rows the class chunk's weights are also kept within
+    :data:`CACHE_BYTES`."""
     budget = _budget(budget)
-    c = max(1, min(n_classes, budget // (8 * max(n_features, 1))))
+    limit = min(budget, CACHE_BYTES) if sparse else budget
+    c = max(1, min(n_classes, limit // (8 * max(n_features, 1))))
     r = max(1, min(max(n_rows, 1), budget // (8 * c)))
     return r, c
 
@@ -81,8 +89,8 @@ def score_tiles(coef, X, intercept=None, budget=None):
     """
     coef = np.asarray(coef, dtype=np.float64)
     n, (K, D) = X.shape[0], coef.shape
-    rows, cols = tile_shape(n, K, D, budget)
     sparse = sp.issparse(X)
+    rows, cols = tile_shape(n, K, D, budget, sparse)
     for c0 in range(0, K, cols):
         c1 = min(K, c0 + cols)
         # CSR × dense reads the weights column by column: give it contiguous columns (SciPy

@@ -40,7 +40,8 @@ class Dataset:
     files : tuple of str
         Keys of the data files read (see :data:`xclib.datasets._files.FILES`).
     loader : callable
-        ``loader(split, loc, **options) -> (X, y)``, memoised and read-only.
+        ``loader(split, loc, **options) -> (X, y)`` (``(X, Y)``, Y the CSR label sets, for
+        ``labels="all"``), memoised and read-only.
     options : dict
         The options :func:`load` accepts for this set, with their defaults.
 
