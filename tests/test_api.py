@@ -128,3 +128,18 @@ def test_same_seed_same_numbers(fitted, name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         np.testing.assert_array_equal(a.fit(X, y).coef_, b.fit(X, y).coef_)
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_predict_topk_on_every_classifier(fitted, name):
+    """Top-k from the blocked scan: classes in decreasing score, the first one ``predict``'s."""
+    est, X, _, _ = fitted[name]
+    K = est.classes_.shape[0]
+    top = est.predict_topk(X, K)
+    np.testing.assert_array_equal(top[:, 0], est.predict(X))
+    s = X @ est.coef_.T + (0 if est.intercept_ is None else est.intercept_)
+    ranked = np.take_along_axis(s, np.searchsorted(est.classes_, top), axis=1)
+    assert np.all(np.diff(ranked, axis=1) <= 0)
+    np.testing.assert_array_equal(est.predict_topk(X, 1, oracle="exact"), top[:, :1])
+    with pytest.raises(ValueError, match="k must"):
+        est.predict_topk(X, K + 1)

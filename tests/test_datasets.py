@@ -262,6 +262,47 @@ def test_fraction_normalize_and_copies(mirror):
         load("a9a", fraction=1.5)
 
 
+def test_mulan_all_labels_align_with_the_first_label(mirror):
+    mirror("bibtex/bibtex-train.arff.gz", ARFF_TRAIN.encode())
+    mirror("bibtex/bibtex-test.arff.gz", ARFF_TEST.encode())
+    mirror("bibtex/bibtex.xml", XML.encode())
+    with pytest.warns(UserWarning, match="1 rows without any label dropped"):
+        X, y = load("bibtex", "train")
+    X2, Y = load("bibtex", "train", labels="all")
+    # the same rows (the unlabelled row 2 dropped in both), label columns in XML order
+    assert sp.isspmatrix_csr(Y) and Y.dtype == np.float64
+    np.testing.assert_array_equal(X2.toarray(), X.toarray())
+    np.testing.assert_array_equal(Y.toarray(), [[0, 1, 1], [1, 0, 0], [0, 0, 1]])
+    cols = ds.label_columns("bibtex")
+    np.testing.assert_array_equal(cols, [0, 1, 2])
+    assert np.all(Y[np.arange(3), cols[y]] == 1)             # the first label is in the set
+    np.testing.assert_array_equal(ds.label_columns("bibtex", [[2, 0]]), [[2, 0]])
+    Y.data[0] = 5                                            # a copy: the cache is intact
+    assert load("bibtex", "train", labels="all")[1][0, 1] == 1
+    with pytest.raises(ValueError, match="labels must be 'first'"):
+        load("bibtex", labels="some")
+    with pytest.raises(ValueError, match=r"class codes must be integers in \[0, 3\)"):
+        ds.label_columns("bibtex", [3])
+    with pytest.raises(ValueError, match="multi-label sets"):
+        ds.label_columns("mnist")
+    with pytest.raises(TypeError, match="unknown option"):
+        load("mnist", labels="all")
+
+
+def test_mulan_all_labels_keep_the_rows_of_only_train_classes(mirror):
+    train = ARFF_TRAIN.split("@data")[0] + "@data\n{0 1,4 1}\n{2 1,5 1}\n{1 1,4 1,5 1}\n"
+    test = ARFF_TEST + "{1 1,3 1,5 1}\n"  # L_a (label index 0) is a first label only in test
+    mirror("bibtex/bibtex-train.arff.gz", train.encode())
+    mirror("bibtex/bibtex-test.arff.gz", test.encode())
+    mirror("bibtex/bibtex.xml", XML.encode())
+    np.testing.assert_array_equal(ds.label_columns("bibtex"), [1, 2, 0])  # codes L_b, L_c, L_a
+    _, Yt = load("bibtex", "test", labels="all")
+    np.testing.assert_array_equal(Yt.toarray(), [[0, 1, 0], [0, 0, 1], [1, 0, 1]])
+    with pytest.warns(UserWarning, match="1 rows whose first label never occurs in train"):
+        _, Yk = load("bibtex", "test", labels="all", only_train_classes=True)
+    np.testing.assert_array_equal(Yk.toarray(), [[0, 1, 0], [0, 0, 1]])
+
+
 # ------------------------------------------------------------------------------------------
 # the real data (CI sets XCLIB_DATA)
 # ------------------------------------------------------------------------------------------
@@ -311,6 +352,19 @@ def test_real_mulan_test_codes():
     with pytest.warns(UserWarning, match="3 rows"):
         _, yk = load("bibtex", "test", only_train_classes=True, download=False)
     assert yk.size == 2512 and np.isin(yk, ytr).all()
+
+
+@real
+@pytest.mark.filterwarnings("ignore:delicious")
+@pytest.mark.parametrize("name, L, rows", [("bibtex", 159, (4880, 2515)),
+                                           ("delicious", 983, (12910, 3181))])
+def test_real_mulan_label_sets(name, L, rows):
+    for split, n in zip(("train", "test"), rows):
+        _, y = load(name, split, download=False)
+        _, Y = load(name, split, labels="all", download=False)
+        assert Y.shape == (n, L) and np.all(np.diff(Y.indptr) >= 1)
+        # the first label is the lowest label column of each row's set
+        np.testing.assert_array_equal(ds.label_columns(name, y), Y.indices[Y.indptr[:-1]])
 
 
 @real

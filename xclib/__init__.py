@@ -14,7 +14,10 @@ One module per paper, plus the shared parts:
 ``xclib.memoir``, ``mips``    Belyy: ``Memoir`` and the MIPS oracles
 ``xclib.exact``               ``SoftmaxRegression``, the exact optimum (the book's oracle)
 ``xclib.datasets``            real data (``load``) and synthetic generators
-``xclib.metrics``             exact log-loss, error, rank of the true label
+``xclib.metrics``             exact log-loss, error, rank of the true label; P@k, nDCG@k,
+                              propensity-scored P@k against multi-label truth
+``xclib.predict``             prediction in bounded memory: blocked scans, top-k, MIPS
+                              oracles at prediction time (``predict_topk``)
 ``xclib.defaults_check``      every estimator at its defaults on real data, against
                               scikit-learn's ``LogisticRegression()``
 ``xclib.base``, ``_numba``    the estimator contract and the shared numba primitives

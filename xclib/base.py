@@ -49,7 +49,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
@@ -57,6 +56,7 @@ from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import predict as _predict
 from .metrics import softmax_loss_and_error
 
 __all__ = [
@@ -190,36 +190,72 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return X
 
-    def scores(self, X):
-        """All K scores ``X @ coef_.T + intercept_``, shape (N, K), also for K = 2."""
+    def _weights(self):
+        return self.coef_, getattr(self, "intercept_", None)
+
+    def _full_scores(self, X, method):
+        """The (N, K) scores of ``method``'s output, filled tile by tile."""
         X = self._validate_X(X)
-        s = X @ self.coef_.T
-        s = np.asarray(s.toarray() if sp.issparse(s) else s)
-        if getattr(self, "intercept_", None) is not None:
-            s = s + self.intercept_
-        return s
+        coef, intercept = self._weights()
+        return _predict.full_scores(coef, X, intercept,
+                                    what=f"{type(self).__name__}.{method}")
+
+    def scores(self, X):
+        """All K scores ``X @ coef_.T + intercept_``, shape (N, K), also for K = 2.
+
+        Computed in bounded tiles (:mod:`xclib.predict`); an output above 1 GiB warns
+        (:class:`~xclib.predict.LargeOutputWarning`), one above the physical memory raises.
+        """
+        return self._full_scores(X, "scores")
 
     def decision_function(self, X):
         """scikit-learn's convention: the (N, K) scores, or for K = 2 the (N,) margin of
         ``classes_[1]`` over ``classes_[0]``. Use :meth:`scores` for all K columns."""
-        s = self.scores(X)
+        s = self._full_scores(X, "decision_function")
         return s[:, 1] - s[:, 0] if s.shape[1] == 2 else s
 
     def predict(self, X):
-        """Class of the largest score."""
-        s = self.scores(X)
-        return self.classes_[np.argmax(s, axis=1)]
+        """Class of the largest score (ties: the first in ``classes_``), in bounded memory:
+        no N × K array is formed (:func:`xclib.predict.argmax_scores`)."""
+        X = self._validate_X(X)
+        coef, intercept = self._weights()
+        return self.classes_[_predict.argmax_scores(coef, X, intercept)[0]]
+
+    def predict_topk(self, X, k, oracle=None):
+        """The k classes of largest score per row, in decreasing score: (N, k) labels.
+
+        Parameters
+        ----------
+        X : (N, D) array or sparse matrix
+        k : int in [1, K]
+        oracle : None, a MIPS oracle of :mod:`xclib.mips` or its name
+            None: the exact blocked scan (bounded memory; equal scores: the class first in
+            ``classes_`` first). ``"exact"``, ``"simple_lsh"``, ``"hnsw"`` or an instance
+            (:class:`~xclib.mips.ExactMIPS`, :class:`~xclib.mips.SimpleLSH`,
+            :class:`~xclib.mips.HNSWMIPS`): the oracle's k best classes, re-scored exactly and
+            sorted. An instance is built on this model at its first use and reused while
+            ``coef_`` is the same array; :func:`xclib.predict.topk_recall` measures what an
+            approximate oracle misses.
+        """
+        X = self._validate_X(X)
+        coef, intercept = self._weights()
+        k = _predict.check_k(k, coef.shape[0])
+        if oracle is None:
+            idx = _predict.topk_scores(coef, X, k, intercept)[0]
+        else:
+            idx = _predict.oracle_topk(oracle, coef, X, k, intercept)[0]
+        return self.classes_[idx]
 
     @available_if(lambda self: self._has_proba)
     def predict_proba(self, X):
-        """Softmax probabilities, shape (N, K), columns in the order of ``classes_``."""
-        return softmax(self.scores(X), axis=1)
+        """Softmax probabilities, shape (N, K), columns in the order of ``classes_``;
+        computed in bounded blocks (an output above 1 GiB warns, see :meth:`scores`)."""
+        return _predict.softmax_rows(self._full_scores(X, "predict_proba"))
 
     @available_if(lambda self: self._has_proba)
     def predict_log_proba(self, X):
-        """Log of :meth:`predict_proba`, computed stably."""
-        s = self.scores(X)
-        return s - np.logaddexp.reduce(s, axis=1, keepdims=True)
+        """Log of :meth:`predict_proba`, computed stably (in bounded blocks)."""
+        return _predict.log_softmax_rows(self._full_scores(X, "predict_log_proba"))
 
     # -- fitting helpers shared by every estimator ---------------------------------------
     def _validate_fit(self, X, y):

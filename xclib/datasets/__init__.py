@@ -2,7 +2,9 @@
 
 :func:`load` returns ``(X, y)``: ``X`` a ``scipy.sparse.csr_matrix`` of float64 (dense sets
 too, so every chapter has one code path) and ``y`` an int64 vector of class codes ``0..K-1``
-(binary sets: ``{0, 1}`` with the positive class = 1).
+(binary sets: ``{0, 1}`` with the positive class = 1). The multi-label sets (Bibtex,
+Delicious) also give their full label sets, ``load(name, split, labels="all")``, as a CSR
+indicator beside the first label; :func:`label_columns` maps class codes to its columns.
 
 Where the files come from
 -------------------------
@@ -46,7 +48,7 @@ from ._errors import ChecksumError, DataFormatError, DataNotFoundError
 from ._fetch import locate
 from ._loaders import UNLABELLED_ROWS
 from ._readers import read_arff, read_idx, read_mulan_labels, read_svmlight
-from ._registry import DATASETS, Dataset, describe, load
+from ._registry import DATASETS, Dataset, describe, label_columns, load
 from .synthetic import make_augment_reduce_toy, make_softmax_data
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "Dataset",
     "UNLABELLED_ROWS",
     "load",
+    "label_columns",
     "describe",
     "locate",
     "read_arff",

@@ -23,7 +23,7 @@ from ._errors import DataFormatError
 from ._fetch import locate, read_bytes
 from ._readers import read_arff, read_idx, read_mulan_labels, read_svmlight
 
-__all__ = ["UNLABELLED_ROWS", "load_mnist", "load_mulan", "load_newsgroups", "load_a9a",
+__all__ = ["UNLABELLED_ROWS", "load_mnist", "load_mulan", "mulan_label_columns", "load_newsgroups", "load_a9a",
            "load_covtype", "load_sector", "load_clef_partial", "load_clef", "load_aloi",
            "load_omniglot"]
 
@@ -86,8 +86,8 @@ UNLABELLED_ROWS: dict = {}
 
 
 @functools.lru_cache(maxsize=None)
-def _mulan(dir, split, loc):
-    """Multi-class MULAN: keep the lowest-index label; one encoding for train and test.
+def _mulan_code_order(dir, loc):
+    """Label column of each class code (code -> position of the label in the XML).
 
     Codes ``0..K_train-1`` are the first labels occurring in train, in label order (their
     position in the XML); the first labels that occur only in test follow, also in label
@@ -97,11 +97,20 @@ def _mulan(dir, split, loc):
     firsts = {s: _first_label(_mulan_raw(dir, s, loc)[1]) for s in ("train", "test")}
     seen = np.unique(firsts["train"][firsts["train"] >= 0])
     only_test = np.setdiff1d(firsts["test"][firsts["test"] >= 0], seen)
-    order = np.concatenate([seen, only_test])  # code -> label index
-    X, _, names = _mulan_raw(dir, split, loc)
+    order = np.concatenate([seen, only_test])
+    order.flags.writeable = False
+    return order
+
+
+@functools.lru_cache(maxsize=None)
+def _mulan(dir, split, loc):
+    """Multi-class MULAN: keep the lowest-index label; one encoding for train and test
+    (:func:`_mulan_code_order`). Rows without any label are dropped."""
+    order = _mulan_code_order(dir, loc)
+    X, Y, names = _mulan_raw(dir, split, loc)
     code = np.full(len(names), -1, np.int64)
     code[order] = np.arange(order.size)
-    first = firsts[split]
+    first = _first_label(Y)
     keep = first >= 0
     n_drop = int((~keep).sum())
     UNLABELLED_ROWS[(dir, split)] = n_drop
@@ -111,9 +120,26 @@ def _mulan(dir, split, loc):
     return _freeze(X[keep], code[first[keep]])
 
 
-def load_mulan(dir, split, loc, only_train_classes=False):
+@functools.lru_cache(maxsize=None)
+def _mulan_all_labels(dir, split, loc):
+    """The full label sets (CSR N × L indicator, columns in XML order) of the rows
+    :func:`_mulan` keeps, in the same order."""
+    Y = sp.csr_matrix(_mulan_raw(dir, split, loc)[1], dtype=np.float64, copy=True)
+    Y.eliminate_zeros()                     # as _first_label: a stored 0 is no label
+    Y = as_csr(Y[np.diff(Y.indptr) > 0])
+    Y.data[:] = 1.0
+    for a in (Y.data, Y.indices, Y.indptr):
+        a.flags.writeable = False
+    return Y
+
+
+def load_mulan(dir, split, loc, only_train_classes=False, labels="first"):
     """Bibtex or Delicious (``dir``); see :func:`xclib.datasets.load`."""
+    if labels not in ("first", "all"):
+        raise ValueError(f"labels must be 'first' (one class per row, the softmax papers' "
+                         f"reduction) or 'all' (the full label sets), got {labels!r}")
     X, y = _mulan(dir, split, loc)
+    Y = _mulan_all_labels(dir, split, loc) if labels == "all" else None
     if only_train_classes and split != "train":
         keep = y < np.unique(_mulan(dir, "train", loc)[1]).size
         if not keep.all():
@@ -121,7 +147,13 @@ def load_mulan(dir, split, loc, only_train_classes=False):
                           "never occurs in train dropped (only_train_classes=True)",
                           stacklevel=3)
         X, y = X[keep], y[keep]
-    return X, y
+        Y = None if Y is None else Y[keep]
+    return (X, y) if Y is None else (X, Y)
+
+
+def mulan_label_columns(dir, loc):
+    """Label column (position in the XML) of each class code of :func:`_mulan`."""
+    return _mulan_code_order(dir, loc)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import _loaders
 from ._fetch import offline, where
 
-__all__ = ["Dataset", "DATASETS", "load", "describe"]
+__all__ = ["Dataset", "DATASETS", "load", "describe", "label_columns"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,8 @@ class Dataset:
     files : tuple of str
         Keys of the data files read (see :data:`xclib.datasets._files.FILES`).
     loader : callable
-        ``loader(split, loc, **options) -> (X, y)``, memoised and read-only.
+        ``loader(split, loc, **options) -> (X, y)`` (``(X, Y)``, Y the CSR label sets, for
+        ``labels="all"``), memoised and read-only.
     options : dict
         The options :func:`load` accepts for this set, with their defaults.
 
@@ -71,13 +73,13 @@ DATASETS = {
                       ("bibtex/bibtex-train.arff.gz", "bibtex/bibtex-test.arff.gz",
                        "bibtex/bibtex.xml"),
                       functools.partial(_loaders.load_mulan, "bibtex"),
-                      {"only_train_classes": False}),
+                      {"only_train_classes": False, "labels": "first"}),
     "delicious": Dataset(("train", "test"), {"train": 12910, "test": 3181}, 500,
                          {"train": 352, "test": 241}, False,
                          ("delicious/delicious-train.arff.gz",
                           "delicious/delicious-test.arff.gz", "delicious/delicious.xml"),
                          functools.partial(_loaders.load_mulan, "delicious"),
-                         {"only_train_classes": False}),
+                         {"only_train_classes": False, "labels": "first"}),
     "20newsgroups": Dataset(("train", "test"), {"train": 11314, "test": 7532}, "max_features",
                             20, False, ("20newsgroups/20news-bydate.tar.gz",),
                             _loaders.load_newsgroups, {"max_features": 10000}),
@@ -104,6 +106,13 @@ DATASETS = {
                          "omniglot_partial/images_background_small2.zip"),
                         _loaders.load_omniglot, {"size": 28, "label": "character"}),
 }
+
+
+def _loc(cache_dir, download):
+    """Where files are looked for: part of every memoisation key, so tests can change it."""
+    return (("cache_dir", None if cache_dir is None else str(cache_dir)),
+            ("download", download), ("root", os.environ.get("XCLIB_DATA")),
+            ("cache", os.environ.get("XCLIB_CACHE")), ("offline", offline()))
 
 
 def _check_arguments(name, split, options, fraction):
@@ -147,6 +156,16 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
             rows). Option ``only_train_classes=True`` drops those test rows, so that a model
             fitted on train can score every test row (e.g. as ``eval_set``). Bibtex: 4880 /
             2515 rows × 1836 binary features; delicious: 12910 / 3181 rows × 500.
+
+            Option ``labels="all"`` returns ``(X, Y)`` with ``Y`` the full label sets, a CSR
+            N × L indicator (float64 ones; L = 159 / 983 columns in the order of the
+            ``.xml``), for the multi-label metrics (:func:`xclib.metrics.precision_at_k`).
+            Its rows are exactly those of ``labels="first"`` with the same options (rows
+            without any label dropped; ``only_train_classes`` drops the same test rows), so
+            ``Y`` row i holds the first label ``y[i]`` and the others of row i. Class code
+            ``c`` is label column ``label_columns(name)[c]`` (:func:`label_columns`): a
+            model fitted on first labels ranks label columns as
+            ``label_columns(name)[model.predict_topk(X, k)]``.
         ``"20newsgroups"``
             The "bydate" split (11314 / 7532 posts, K = 20, codes = groups in alphabetical
             order), vectorised by :class:`~sklearn.feature_extraction.text.TfidfVectorizer`
@@ -201,26 +220,24 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
     download : bool, optional
         Allow downloading missing files (default: yes unless ``$XCLIB_OFFLINE`` is set).
     **options
-        Dataset options named above (``only_train_classes``, ``max_features``,
+        Dataset options named above (``only_train_classes``, ``labels``, ``max_features``,
         ``split_seed``, ``size``, ``label``).
 
     Returns
     -------
     X : scipy.sparse.csr_matrix, float64, shape (n, d), canonical (sorted indices)
-    y : numpy.ndarray of int64, shape (n,)
+    y : numpy.ndarray of int64, shape (n,); with ``labels="all"`` a scipy.sparse.csr_matrix
+        (n, L) indicator of the label sets
 
     Raises
     ------
     DataNotFoundError, ChecksumError, DataFormatError, ValueError
     """
     spec = _check_arguments(name, split, options, fraction)
-    # the memoisation key includes where the files are looked for, so tests can change it
-    loc = (("cache_dir", None if cache_dir is None else str(cache_dir)),
-           ("download", download), ("root", os.environ.get("XCLIB_DATA")),
-           ("cache", os.environ.get("XCLIB_CACHE")), ("offline", offline()))
+    loc = _loc(cache_dir, download)
     X, y = spec.loader(split, loc, **{**spec.options, **options})
     X = X.copy()
-    y = np.array(y, dtype=np.int64)
+    y = y.copy() if sp.issparse(y) else np.array(y, dtype=np.int64)
     if fraction is not None:
         n = X.shape[0]
         m = max(1, int(round(fraction * n)))
@@ -231,6 +248,31 @@ def load(name, split="train", normalize=False, fraction=None, random_state=0, *,
 
         X = _normalize(X, norm="l2", copy=False)
     return X, y
+
+
+def label_columns(name, codes=None, *, cache_dir=None, download=None):
+    """Label column of each class code of a multi-label set loaded with ``labels="first"``.
+
+    ``label_columns(name)[c]`` is the column of ``load(name, labels="all")``'s ``Y`` (the
+    label's position in the ``.xml``) that class code ``c`` stands for; with ``codes`` (e.g. a
+    fitted model's ``classes_`` or its ``predict_topk`` output) the columns of those codes,
+    in the same shape. Codes are the same in both splits (see :func:`load`).
+    """
+    if name not in DATASETS or "labels" not in DATASETS[name].options:
+        multi = sorted(n for n, d in DATASETS.items() if "labels" in d.options)
+        raise ValueError(f"label_columns is defined for the multi-label sets {multi}, "
+                         f"got {name!r}")
+    loc = _loc(cache_dir, download)
+    order = np.array(_loaders.mulan_label_columns(name, loc))
+    if codes is None:
+        return order
+    codes = np.asarray(codes)
+    if codes.size and (codes.dtype.kind not in "iu" or codes.min() < 0
+                       or codes.max() >= order.size):
+        raise ValueError(f"{name}: class codes must be integers in [0, {order.size}), got "
+                         f"{codes.dtype} values" + (f" in [{codes.min()}, {codes.max()}]"
+                                                    if codes.dtype.kind in "iuf" else ""))
+    return order[codes]
 
 
 def describe(compute=False, cache_dir=None):

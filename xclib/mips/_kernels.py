@@ -143,6 +143,35 @@ def _project_queries(indptr, indices, data, A):
 
 
 @njit(cache=True, nogil=True)
+def _hamming_cut(codes, q, is_top, skip, n_cand, dist, hist):
+    """Hamming distances from the query code ``q`` to every row's code (into ``dist``), and
+    the cut ``(h, take_at_h)`` that keeps the ``n_cand`` nearest rows other than ``skip`` and
+    the top rows: every row at distance < h and the first ``take_at_h`` (by index) at h.
+
+    K popcounts per query (a counting sort by distance, no O(K log K) sort)."""
+    K, n_words = codes.shape
+    n_bits = n_words * 64
+    hist[:] = 0
+    for k in range(K):
+        d = 0
+        for w in range(n_words):
+            d += _popcount64(codes[k, w] ^ q[w])
+        dist[k] = d
+        if k != skip and not is_top[k]:
+            hist[d] += 1
+    # smallest threshold h with at least n_cand rows at distance <= h
+    total = 0
+    h = 0
+    while h <= n_bits:
+        total += hist[h]
+        if total >= n_cand:
+            break
+        h += 1
+    take_at_h = n_cand - (total - hist[h]) if h <= n_bits else 0
+    return h, take_at_h
+
+
+@njit(cache=True, nogil=True)
 def _lsh_query(indptr, indices, data, exclude, qcodes, codes, n_cand, V, zero_rows, top_rows):
     """Hamming ranking + exact re-scoring of the ``n_cand`` nearest codes (``r != exclude``).
 
@@ -161,30 +190,13 @@ def _lsh_query(indptr, indices, data, exclude, qcodes, codes, n_cand, V, zero_ro
     for t in range(top_rows.shape[0]):
         is_top[top_rows[t]] = True
     _check_kernel_args(indptr, indices, exclude, K, V.shape[1])
-    n_bits = n_words * 64
     r = np.empty(n, np.int64)
     s = np.empty(n, np.float64)
     dist = np.empty(K, np.int64)
-    hist = np.empty(n_bits + 1, np.int64)
+    hist = np.empty(n_words * 64 + 1, np.int64)
     n_ip = 0
     for i in range(n):
-        hist[:] = 0
-        for k in range(K):
-            d = 0
-            for w in range(n_words):
-                d += _popcount64(codes[k, w] ^ qcodes[i, w])
-            dist[k] = d
-            if k != exclude[i] and not is_top[k]:
-                hist[d] += 1
-        # smallest threshold h with at least n_cand rows at distance <= h
-        total = 0
-        h = 0
-        while h <= n_bits:
-            total += hist[h]
-            if total >= n_cand:
-                break
-            h += 1
-        take_at_h = n_cand - (total - hist[h]) if h <= n_bits else 0
+        h, take_at_h = _hamming_cut(codes, qcodes[i], is_top, exclude[i], n_cand, dist, hist)
         idx = indices[indptr[i]:indptr[i + 1]]
         val = data[indptr[i]:indptr[i + 1]]
         best = -np.inf
@@ -238,3 +250,68 @@ def _lsh_recompute_rows(P, rows, V, A):
             if v != 0.0:
                 for b in range(B):
                     P[r, b] += v * A[j, b]
+
+
+@njit(cache=True, nogil=True)
+def _lsh_topk(indptr, indices, data, qcodes, codes, n_cand, V, top_rows, k):
+    """Top-k by SimpleLSH: Hamming ranking, exact re-scoring of the ``n_cand`` nearest codes
+    (and of ``top_rows``), the k best re-scored rows in decreasing score (ties: smaller index).
+
+    ``n_cand >= k`` re-scored rows per query, so k rows are always returned. Returns
+    ``(idx (n, k) int64, val (n, k) float64, inner products made)``.
+    """
+    n = indptr.shape[0] - 1
+    K, n_words = codes.shape
+    is_top = np.zeros(K, np.bool_)
+    for t in range(top_rows.shape[0]):
+        is_top[top_rows[t]] = True
+    _check_kernel_args(indptr, indices, np.zeros(n, np.int64), K, V.shape[1])
+    idx_out = np.empty((n, k), np.int64)
+    val_out = np.empty((n, k), np.float64)
+    dist = np.empty(K, np.int64)
+    hist = np.empty(n_words * 64 + 1, np.int64)
+    cand = np.empty(K, np.int64)
+    cval = np.empty(K, np.float64)
+    n_ip = 0
+    for i in range(n):
+        h, take_at_h = _hamming_cut(codes, qcodes[i], is_top, -1, n_cand, dist, hist)
+        lo, hi = indptr[i], indptr[i + 1]
+        m = 0
+        for r in range(K):
+            if not is_top[r]:
+                if dist[r] > h:
+                    continue
+                if dist[r] == h:
+                    if take_at_h <= 0:
+                        continue
+                    take_at_h -= 1
+            v = 0.0
+            for p in range(lo, hi):
+                v += data[p] * V[r, indices[p]]
+            cand[m] = r
+            cval[m] = -v
+            m += 1
+        n_ip += m
+        order = np.argsort(cval[:m], kind="mergesort")   # stable: ties keep index order
+        for j in range(k):
+            idx_out[i, j] = cand[order[j]]
+            val_out[i, j] = -cval[order[j]]
+    return idx_out, val_out, n_ip
+
+
+@njit(cache=True, nogil=True)
+def rescore_rows(indptr, indices, data, V, idx):
+    """``val[i, j] = x_i · V[idx[i, j]]`` for CSR rows ``x_i``: ``nnz(x_i)`` per entry."""
+    n, k = idx.shape
+    _check_kernel_args(indptr, indices, np.zeros(n, np.int64), V.shape[0], V.shape[1])
+    val = np.zeros((n, k))
+    for i in range(n):
+        for j in range(k):
+            r = idx[i, j]
+            if r < 0 or r >= V.shape[0]:
+                raise ValueError("row index out of range")
+            v = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                v += data[p] * V[r, indices[p]]
+            val[i, j] = v
+    return val

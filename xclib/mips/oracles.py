@@ -9,7 +9,8 @@ import numpy as np
 from ..base import as_generator
 from ._checks import _check_int, _check_queries, _check_rows, _check_weights
 from ._kernels import (_lsh_codes, _lsh_linear_update, _lsh_query, _lsh_recompute_rows,
-                       _pack_signs, _project_queries, exact_argmax_other)
+                       _lsh_topk, _pack_signs, _project_queries, exact_argmax_other,
+                       rescore_rows)
 
 
 class _Oracle:
@@ -26,6 +27,15 @@ class _Oracle:
     def _queries(self, X, exclude):
         K, D = self._built()
         return _check_queries(X, exclude, K, D, type(self).__name__)
+
+    def _topk_queries(self, X, k):
+        """``(X, k)`` of a top-k query checked against the index (k in [1, K])."""
+        from ..predict import check_k
+
+        K, D = self._built()
+        X, _ = _check_queries(X, np.zeros(np.shape(X)[0], np.int64), K, D,
+                              type(self).__name__)
+        return X, check_k(k, K)
 
     def _check_update(self, V, rows):
         K, D = self._built()
@@ -74,6 +84,16 @@ class ExactMIPS(_Oracle):
         self.n_queries += X.shape[0]
         self.n_inner_products += X.shape[0] * (self.V.shape[0] - 1)
         return r, s
+
+    def query_topk(self, X, k):
+        """``(idx, val)`` (n, k): the exact k largest ``x_i · v_r``, in decreasing score
+        (ties: smaller index), by the blocked scan of :mod:`xclib.predict`."""
+        from ..predict import topk_scores
+
+        X, k = self._topk_queries(X, k)
+        self.n_queries += X.shape[0]
+        self.n_inner_products += X.shape[0] * self.V.shape[0]
+        return topk_scores(self.V, X, k)
 
     def update(self, V, rows, row_sq=None, linear=None):
         """Follow the changed ``rows`` of ``V``."""
@@ -171,6 +191,22 @@ class SimpleLSH(_Oracle):
         self.n_projection_ops += X.nnz * self.n_bits
         return r, s
 
+    def query_topk(self, X, k):
+        """``(idx, val)`` (n, k): the k best of ``max(n_candidates, k)`` Hamming-nearest rows
+        (and the ``n_top`` longest), re-scored exactly, in decreasing score."""
+        X, k = self._topk_queries(X, k)
+        qproj = _project_queries(X.indptr, X.indices, X.data, self.A)
+        qcodes = np.zeros((X.shape[0], self.codes.shape[1]), np.uint64)
+        _pack_signs(qproj, qcodes)
+        n_cand = max(k, self._n_cand)
+        idx, val, n_ip = _lsh_topk(X.indptr, X.indices, X.data, qcodes, self.codes, n_cand,
+                                   self.V, self._top_rows(), k)
+        self.n_queries += X.shape[0]
+        self.n_inner_products += int(n_ip)
+        self.n_hamming += X.shape[0] * self.codes.shape[0] * self.codes.shape[1]
+        self.n_projection_ops += X.nnz * self.n_bits
+        return idx, val
+
     def update(self, V, rows, row_sq=None, linear=None):
         """Follow changed rows: O(bits) per additive update, else O(D + nnz · bits) per row;
         then re-code all K rows (O(K · bits)) since the largest norm M may have moved."""
@@ -210,6 +246,30 @@ def _faiss_threads(n):
         yield faiss
     finally:
         faiss.omp_set_num_threads(before)
+
+
+def _graph_nearest(o, Q, k=2):
+    """Labels (n, k) of the k best rows of :class:`HNSWMIPS` ``o`` for the dense float32
+    queries ``Q`` (search breadth ``max(ef, k, 2)`` for this call, then ``max(ef, 2)`` again)."""
+    ef = max(o.ef, 2)
+    if o.backend == "hnswlib":
+        o.index.set_ef(max(ef, k))
+        try:
+            return o.index.knn_query(Q, k=k)[0]
+        finally:
+            o.index.set_ef(ef)
+    with _faiss_threads(o.num_threads) as faiss:
+        stats = faiss.cvar.hnsw_stats
+        ndis0 = stats.ndis
+        o.index.hnsw.efSearch = max(ef, k)
+        try:
+            labels = o.index.search(Q, k)[1]
+        finally:
+            o.index.hnsw.efSearch = ef
+        ndis = int(stats.ndis - ndis0)
+    o.n_graph_distances += ndis
+    o.n_inner_products += ndis + Q.shape[0]          # + the entry point's distance
+    return labels
 
 
 class HNSWMIPS(_Oracle):
@@ -314,24 +374,11 @@ class HNSWMIPS(_Oracle):
         self.V = V
         return self
 
-    def _two_nearest(self, Q):
-        """Labels (n, 2) of the two best rows for the dense float32 queries ``Q``."""
-        if self.backend == "hnswlib":
-            return self.index.knn_query(Q, k=2)[0]
-        with _faiss_threads(self.num_threads) as faiss:
-            stats = faiss.cvar.hnsw_stats
-            ndis0 = stats.ndis
-            labels = self.index.search(Q, 2)[1]
-            ndis = int(stats.ndis - ndis0)
-        self.n_graph_distances += ndis
-        self.n_inner_products += ndis + Q.shape[0]          # + the entry point's distance
-        return labels
-
     def query(self, X, exclude):
         """``(r, s)``: the best of the two nearest graph neighbours ``!= exclude[i]``."""
         X, exclude = self._queries(X, exclude)
         K = self.V.shape[0]
-        labels = np.asarray(self._two_nearest(np.asarray(X.toarray(), np.float32)), np.int64)
+        labels = np.asarray(_graph_nearest(self, np.asarray(X.toarray(), np.float32)), np.int64)
         ok = (labels >= 0) & (labels != exclude[:, None])    # faiss pads with -1
         r = np.where(ok[:, 0], labels[:, 0],
                      np.where(ok[:, 1], labels[:, 1], (exclude + 1) % K))
@@ -339,6 +386,23 @@ class HNSWMIPS(_Oracle):
         self.n_queries += X.shape[0]
         self.n_inner_products += X.shape[0]                 # the exact re-scoring
         return r, s
+
+    def query_topk(self, X, k):
+        """``(idx, val)`` (n, k): the graph's k nearest rows (search breadth ``max(ef, k)``),
+        re-scored exactly and sorted by decreasing score. Rows for which faiss returns fewer
+        than k neighbours are answered by an exact scan."""
+        from ..predict import topk_scores
+
+        X, k = self._topk_queries(X, k)
+        idx = np.asarray(_graph_nearest(self, np.asarray(X.toarray(), np.float32), k), np.int64)
+        short = np.flatnonzero((idx < 0).any(axis=1))
+        if short.size:                                    # faiss pads with -1
+            idx[short] = topk_scores(self.V, X[short], k)[0]
+        val = rescore_rows(X.indptr, X.indices, X.data, self.V, idx)
+        order = np.lexsort((idx, -val), axis=1)
+        self.n_queries += X.shape[0]
+        self.n_inner_products += idx.size                  # the exact re-scoring
+        return np.take_along_axis(idx, order, 1), np.take_along_axis(val, order, 1)
 
     def update(self, V, rows, row_sq=None, linear=None):
         """Follow the changed ``rows`` of ``V``: hnswlib re-inserts them (it replaces an
