@@ -42,7 +42,6 @@ values everywhere.
 """
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from numbers import Integral, Real
@@ -58,6 +57,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import predict as _predict
 from .metrics import softmax_loss_and_error
+from .steps import StepRules, max_row_norm, pow2_row_scale  # noqa: F401 (re-exported)
 
 __all__ = [
     "ALPHA",
@@ -141,34 +141,6 @@ def as_csr(X):
         X.sum_duplicates()
         X.sort_indices()
     return X
-
-
-def max_row_norm(X, rms=False):
-    """The largest row L2 norm of CSR ``X`` (``rms``: the root mean square of the row norms),
-    computed without overflow for features near the float range; None when ``X`` has no
-    non-zero or the norm is not a positive finite number."""
-    if X.nnz == 0:
-        return None
-    m = float(np.max(np.abs(X.data)))
-    if not (np.isfinite(m) and m > 0.0):
-        return None
-    v = X.data / m
-    sq = np.add.reduceat(v * v, X.indptr[:-1][np.diff(X.indptr) > 0])
-    norm = m * float(np.sqrt(sq.sum() / X.shape[0] if rms else sq.max()))
-    return norm if np.isfinite(norm) and norm > 0.0 else None
-
-
-def pow2_row_scale(X):
-    """The power of two nearest the root mean square of the row L2 norms of CSR ``X`` (1.0
-    for rows of norm 1, and for ``X`` without a non-zero).
-
-    Dividing the rows by it is exact in floating point and brings the typical row norm into
-    [0.71, 1.42), whatever the features' units (pixel values, counts, 1e-50 or 1e200). The
-    mean, not the largest norm: on ALOI's histograms the norms run from 9 to 102 (median 19),
-    and scaling by the largest left the typical row's step 40 times too small.
-    """
-    norm = max_row_norm(X, rms=True)
-    return 1.0 if norm is None else math.ldexp(1.0, int(round(math.log2(norm))))
 
 
 class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
@@ -306,66 +278,6 @@ def _no_progress(est, start_loss, first_above, limit, moved):
             "ridge's proximal shrink wipes out the rows each step touches, or a ridge alpha "
             "that dominates features this small)",
             ConvergenceWarning, stacklevel=3)
-
-
-class StepRules:
-    """The step, the ridge and the stopping rule of a stochastic fit (mixed into
-    :class:`IterativeSoftmaxEstimator`).
-
-    Stopping and collapse
-    ---------------------
-    An estimator with ``_stops_on_tol`` has ``tol`` and ``n_iter_no_change``: the fit stops
-    once ``n_iter_no_change`` rounds in a row fail to lower the lowest training loss by
-    ``tol`` (scikit-learn's ``SGDClassifier`` rule), and warns ``ConvergenceWarning`` when
-    it runs out of rounds first; ``tol=None`` runs every round. Any fit that ends no better
-    than its start, or predicting its training rows no better than the most frequent class,
-    warns ``ConvergenceWarning`` (:func:`_warn_if_collapsed`).
-
-    Fitted attributes: ``row_scale_``, the power of two the rows were divided by (1.0 unless
-    ``learning_rate="auto"``, :meth:`_resolve_step`); ``learning_rate_``, the initial step in
-    the units of X (where it is a number).
-    """
-
-    #: the initial step ``learning_rate="auto"`` means on rows divided by
-    #: :func:`pow2_row_scale` (None: no ``"auto"`` handled here)
-    _auto_learning_rate = None
-    #: whether ``tol`` and ``n_iter_no_change`` stop the fit (see *Stopping*)
-    _stops_on_tol = False
-
-    def _resolve_step(self, X):
-        """``(s, step)``: the rows' scale and the initial step of a fit on ``X``.
-
-        With ``learning_rate="auto"`` (and a class that sets ``_auto_learning_rate``) the fit
-        runs on ``X / s``, ``s`` = :func:`pow2_row_scale` (the power of two nearest the rows'
-        root-mean-square norm), with ridge ``alpha / s²`` on ``V = s·W``: the same minimiser, since
-        ``W x = V (x / s)`` and ``alpha‖W‖² = (alpha / s²)‖V‖²``, and exact in floating point.
-        There the step is ``_auto_learning_rate``, the one tuned for rows of norm about 1;
-        in the units of ``X`` it is ``_auto_learning_rate / s²`` (``learning_rate_``). The
-        step is capped at ``1 / (2 alpha / s²)``, so that the ridge's factor ``1 − step·alpha``
-        stays at least 1/2 (it binds only for features so small that the ridge dominates the
-        fit). A number is used as given, on ``X`` itself (``s = 1``).
-        """
-        lr = getattr(self, "learning_rate", None)
-        if isinstance(lr, str) and lr == "auto" and self._auto_learning_rate is not None:
-            s = pow2_row_scale(X)
-            ridge = float(getattr(self, "alpha", 0.0)) / s / s
-            step = self._auto_step(self.classes_.shape[0], X, s)
-            return s, (min(step, 0.5 / ridge) if ridge > 0 else step)
-        return 1.0, lr
-
-    def _auto_step(self, n_classes, X, s):
-        """The step of ``learning_rate="auto"`` on rows of norm about 1 (``X / s``)."""
-        return float(self._auto_learning_rate)
-
-    def _ridge(self):
-        """The ridge of the problem the kernels solve: ``alpha / s²`` (``alpha`` when s = 1)."""
-        s = getattr(self, "_fit_scale", 1.0)
-        return float(self.alpha) / s / s
-
-    def _step_at(self, epoch):
-        """The step of ``epoch`` (from 0): ``step₀ · decay^epoch`` (step₀ of
-        :meth:`_resolve_step`)."""
-        return float(self._fit_step) * float(self.decay) ** epoch
 
 
 class IterativeSoftmaxEstimator(StepRules, LinearSoftmaxClassifier):
