@@ -189,9 +189,9 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         its 0.02 carries over unchanged (0.1 is better in 10 epochs). ``"auto"``: ρ₀ = 1 on
         the rows divided by the power of two nearest their root-mean-square norm (the ridge rescaled
         to keep the same minimiser; ``IterativeSoftmaxEstimator._resolve_step``): the
-        normalised step moves a weight by about ρ₀, which suits rows of norm about 1 (on the
-        raw sets of the book's notation page ρ₀ = 0.1 and 0.3 stopped 0.09 and 0.04 short of
-        scikit-learn's accuracy on Bibtex within the 100 epochs; 1 reached it). The step of j at t
+        normalised step moves a weight by about ρ₀, which suits rows of norm about 1 (on raw
+        Bibtex and CLEF, ρ₀ = 0.1 and 0.3 ended further from scikit-learn's accuracy within
+        the 100 epochs than 1 did). The step of j at t
         is ``learning_rate · decay^⌊(t−1)/decay_every⌋ · t^{−1/2+1e−16} / (1 + √s_tj)``,
         ``s_tj = 0.1 g_tj² + 0.9 s_{t−1,j}``.
     decay, decay_every : float in (0, 1], int >= 1, default 0.9 and 2000
