@@ -12,6 +12,8 @@ writes three methods (a fourth when it has fitted attributes of its own)::
     _run_epoch(state, X, y, epoch, rng) -> None (run one epoch of numba kernels)
     _coef(state)                  -> (coef (K, D), intercept (K,) or None)
     _finalize(state)              -> None (optional: set extra fitted attributes, e.g. ``u_``)
+    _set_weights(state, coef, b)  -> None (optional: where the weights live, for warm starts)
+    _warm_rows(state, X, y)       -> None (optional: per-row variables for warm starts)
 
 Everything else (what ``fit`` returns, what happens on NaN or a blow-up, how the history is
 recorded, which attributes a fitted model holds) is the same for all of them. The state is
@@ -51,11 +53,16 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-exported)
+# scikit-learn's constraint language is private to it: imported here only (and the version
+# bounded in pyproject.toml); the modules of xclib take it from this module.
+from sklearn.utils._param_validation import (  # noqa: F401 (re-exported)
+    HasMethods, Interval, StrOptions,
+)
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import predict as _predict
+from . import streaming as _streaming
 from .metrics import softmax_loss_and_error
 from .steps import StepRules, max_row_norm, pow2_row_scale  # noqa: F401 (re-exported)
 
@@ -63,6 +70,7 @@ __all__ = [
     "ALPHA",
     "DECAY",
     "FIT_INTERCEPT",
+    "HasMethods",
     "Interval",
     "LEARNING_RATE",
     "LEARNING_RATE_AUTO",
@@ -74,6 +82,7 @@ __all__ = [
     "StrOptions",
     "TOL",
     "VERBOSE",
+    "WARM_START",
     "VOCABULARY",
     "DivergenceWarning",
     "as_generator",
@@ -107,6 +116,8 @@ N_ITER_NO_CHANGE = [Interval(Integral, 1, None, closed="left")]
 RANDOM_STATE = ["random_state", np.random.Generator]
 VERBOSE = ["verbose"]
 FIT_INTERCEPT = ["boolean"]
+#: ``warm_start``: start ``fit`` from the fitted weights (:mod:`xclib.streaming`)
+WARM_START = ["boolean"]
 
 #: Concept -> the one keyword every estimator uses for it, and the names it replaces.
 VOCABULARY = {
@@ -280,14 +291,15 @@ def _no_progress(est, start_loss, first_above, limit, moved):
             ConvergenceWarning, stacklevel=3)
 
 
-class IterativeSoftmaxEstimator(StepRules, LinearSoftmaxClassifier):
+class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxClassifier):
     """Base of the stochastic methods: the epoch loop, history, progress bar, divergence.
 
     Subclasses define ``__init__`` (storing each parameter under its own name, nothing
     else), a ``_parameter_constraints`` table covering every parameter, and implement
     ``_init_state``, ``_run_epoch`` and ``_coef`` (and ``_finalize`` for extra fitted
     attributes). ``_n_rounds`` is the number of loop rounds (``n_epochs`` by default). The
-    step, the stopping rule and the warnings of a fit that learned nothing: :class:`StepRules`.
+    step, the stopping rule and the warnings of a fit that learned nothing: :class:`StepRules`;
+    warm starts (``warm_start``, a parameter of every subclass): :mod:`xclib.streaming`.
 
     Divergence
     ----------
@@ -327,19 +339,16 @@ class IterativeSoftmaxEstimator(StepRules, LinearSoftmaxClassifier):
     def fit(self, X, y, eval_set=None):
         """Fit on ``(X, y)``; ``eval_set=(X_eval, y_eval)`` adds held-out columns to ``history_``."""
         self._validate_params()
+        warm = _streaming.warm_weights(self)  # before the new y resets classes_
         X, y_enc = self._validate_fit(X, y)
         self._fit_scale, self._fit_step = self._resolve_step(X)
         X = _divide_rows(X, self._fit_scale)
         if eval_set is not None:
-            Xe, ye = eval_set
-            Xe = validate_data(self, Xe, accept_sparse="csr", dtype=np.float64, reset=False)
-            Xe = _divide_rows(as_csr(Xe), self._fit_scale)
-            ye = self._encode(ye, "eval_set labels")
-            if Xe.shape[0] != ye.shape[0]:
-                raise ValueError(f"eval_set has {Xe.shape[0]} rows but {ye.shape[0]} labels")
+            Xe, ye = _eval_arrays(self, *eval_set)
         n_rounds = self._n_rounds()
         rng = as_generator(getattr(self, "random_state", None))  # deterministic: none
         state = self._init_state(X, y_enc, rng)
+        _streaming.start_warm(self, state, X, y_enc, warm)
         self.history_ = {k: [] for k in HISTORY_KEYS}
         self.diverged_ = False
         self.n_epochs_ = 0
@@ -495,6 +504,16 @@ def _warn_collapse(est, why):
                   "is too large or too small for these features (learning_rate='auto' "
                   "derives it from the rows), or the ridge alpha is too large",
                   ConvergenceWarning, stacklevel=4)
+
+
+def _eval_arrays(est, Xe, ye):
+    """``eval_set`` validated: rows divided as the fit's, labels encoded with its classes."""
+    Xe = validate_data(est, Xe, accept_sparse="csr", dtype=np.float64, reset=False)
+    Xe = _divide_rows(as_csr(Xe), est._fit_scale)
+    ye = est._encode(ye, "eval_set labels")
+    if Xe.shape[0] != ye.shape[0]:
+        raise ValueError(f"eval_set has {Xe.shape[0]} rows but {ye.shape[0]} labels")
+    return Xe, ye
 
 
 def _divide_rows(X, s):

@@ -27,10 +27,9 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-from sklearn.utils._param_validation import HasMethods
 
-from .base import (ALPHA, LEARNING_RATE_AUTO, MAX_ITER, RANDOM_STATE, VERBOSE, Interval,
-                   IterativeSoftmaxEstimator, StrOptions)
+from .base import (ALPHA, LEARNING_RATE_AUTO, MAX_ITER, RANDOM_STATE, VERBOSE, WARM_START,
+                   HasMethods, Interval, IterativeSoftmaxEstimator, StrOptions)
 from .metrics import score_blocks
 from .mips import ORACLES, exact_argmax_other, make_oracle
 
@@ -155,6 +154,14 @@ class MemoirState:
     time: float = 0.0
     margin_errors: list = field(default_factory=list)
 
+    def set_weights(self, coef, intercept=None):
+        """Start from ``coef`` (``warm_start``): ``V = coef``, ``acc = 1``, the oracle rebuilt."""
+        self.V[...] = coef
+        self.acc = 1.0
+        self.row_sq[:] = np.einsum("ij,ij->i", self.V, self.V)
+        self.oracle.build(self.V)
+        self.ip0 = self.oracle.n_inner_products
+
 
 #: ``Memoir._parameter_constraints``: one entry per parameter, checked before every fit.
 _MEMOIR_CONSTRAINTS = {
@@ -174,6 +181,7 @@ _MEMOIR_CONSTRAINTS = {
     "history_size": [Interval(Integral, 1, None, closed="left")],
     "random_state": RANDOM_STATE,
     "verbose": VERBOSE,
+    "warm_start": WARM_START,
 }
 
 
@@ -274,8 +282,7 @@ class Memoir(IterativeSoftmaxEstimator):
         "1/t" schedule, not the softmax estimators' ``decay^t``; 0 is a constant step).
     batch_size : int >= 1 or None, default None
         |b|; None: ``ceil(100 · √K)`` (Table 4). Pairs are drawn uniformly with replacement.
-    max_iter : int >= 1, default 400
-        T, the number of batches.
+    max_iter : int >= 1, default 400 ; T, the number of batches.
     eval_every : int >= 1 or None, default None
         Batches between history records (each costs an exact evaluation on ``history_size``
         rows); None: one record at the end.
@@ -287,7 +294,7 @@ class Memoir(IterativeSoftmaxEstimator):
     history_size : int >= 1
         Rows (a fixed seeded subsample of the train and eval sets) on which ``history_`` (the
         mean hinge and the 0/1 error) is computed.
-    random_state, verbose : as everywhere.
+    random_state, verbose, warm_start : as everywhere (a warm start re-indexes ``coef_``).
 
     The summed batch update
     -----------------------
@@ -327,7 +334,7 @@ class Memoir(IterativeSoftmaxEstimator):
     def __init__(self, *, penalty="l2", oracle="simple_lsh", alpha=1e-3, learning_rate="auto",
                  decay=0.02, batch_size=None, max_iter=400, eval_every=None, n_bits=64,
                  n_candidates=None, hnsw_ef=100, hnsw_M=16, track_margin=0,
-                 history_size=2000, random_state=None, verbose=False):
+                 history_size=2000, random_state=None, verbose=False, warm_start=False):
         self.penalty = penalty
         self.oracle = oracle
         self.alpha = alpha
@@ -344,6 +351,7 @@ class Memoir(IterativeSoftmaxEstimator):
         self.history_size = history_size
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _every(self):
         return int(self.max_iter) if self.eval_every is None else int(self.eval_every)

@@ -56,9 +56,10 @@ from numba import njit
 from ._numba import logaddexp, sigmoid, softplus, sparse_row_axpy, sparse_row_dot
 from .base import (
     ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE,
-    RANDOM_STATE, STOP_TOL, VERBOSE,
+    RANDOM_STATE, STOP_TOL, VERBOSE, WARM_START,
     Interval, IterativeSoftmaxEstimator, StrOptions,
 )
+from .streaming import StreamingFit
 
 __all__ = [
     "OVE", "NCE", "ImportanceSampling", "Surrogate",
@@ -246,7 +247,7 @@ class _SampledState:
     surrogate: list = field(default_factory=list)
 
 
-class _SampledSoftmax(IterativeSoftmaxEstimator):
+class _SampledSoftmax(StreamingFit, IterativeSoftmaxEstimator):
     """Minibatch SGD on a sampled surrogate of the softmax (see the module docstring)."""
 
     _kind = None
@@ -265,11 +266,12 @@ class _SampledSoftmax(IterativeSoftmaxEstimator):
         "fit_intercept": FIT_INTERCEPT,
         "random_state": RANDOM_STATE,
         "verbose": VERBOSE,
+        "warm_start": WARM_START,
     }
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
                  batch_size=100, n_sampled=5, alpha=1e-4, decay=0.9, shuffle="uniform",
-                 fit_intercept=False, random_state=None, verbose=False):
+                 fit_intercept=False, random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.tol = tol
@@ -282,6 +284,7 @@ class _SampledSoftmax(IterativeSoftmaxEstimator):
         self.fit_intercept = fit_intercept
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _init_state(self, X, y, rng):
         K = self.classes_.shape[0]
@@ -325,6 +328,8 @@ class OVE(_SampledSoftmax):
     shuffle : "uniform" | "reshuffle" | "fixed", the data order (see :func:`epoch_order`)
     fit_intercept : bool, an unpenalised bias per class (``intercept_``)
     random_state : None | int | Generator ; verbose : bool, tqdm progress bar
+    warm_start : bool, start ``fit`` from the fitted weights; ``partial_fit(X, y, classes)``
+        streams chunks (:mod:`xclib.streaming`)
 
     Attributes
     ----------

@@ -48,9 +48,10 @@ from scipy.special import logsumexp
 from ._numba import draw_other_classes
 from .base import (
     ALPHA, DECAY, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE, STOP_TOL, TOL,
-    VERBOSE, Interval,
+    VERBOSE, WARM_START, Interval,
     IterativeSoftmaxEstimator, StrOptions, as_csr, max_row_norm,
 )
+from .streaming import StreamingFit, row_log_losses
 from .sampled import SHUFFLE_MODES, epoch_order
 from .unbiased_implicit import (  # noqa: F401  (the kernels, part of this module's API)
     _implicit_a, implicit_epoch, implicit_step, implicit_u_derivative,
@@ -169,6 +170,9 @@ _SHARED_DOC = """
     u_init : None (log K = u_i* at W = 0, Algorithm 1) or in [0, log K] (the authors' code: 0).
         A larger start only scales every gradient by ``e^{log K − u_init}``: rejected.
     random_state, verbose : as usual
+    warm_start : bool, start ``fit`` from the fitted weights, each u_i at its optimum for them
+        (:mod:`xclib.streaming`); ``partial_fit(X, y, classes)`` streams chunks (not the
+        minibatch variant)
 """
 
 
@@ -182,7 +186,7 @@ class _DoubleSumSGD(IterativeSoftmaxEstimator):
         "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
         "shuffle": [StrOptions(set(SHUFFLE_MODES))],
         "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
-        "random_state": RANDOM_STATE, "verbose": VERBOSE,
+        "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
     }
 
     def _init_state(self, X, y, rng):
@@ -219,8 +223,15 @@ class _DoubleSumSGD(IterativeSoftmaxEstimator):
     def _finalize(self, state):
         self.u_ = state.u.copy()
 
+    def _warm_rows(self, state, X, y):
+        """``u_i`` at its optimum for the warm weights (eq. 5's bound is then tight), within
+        U-max's projection bound."""
+        raman = getattr(self, "formulation", "proposed") == "raman"
+        u = row_log_losses(state.W, X, None if raman else y)
+        np.minimum(u, getattr(state, "b_u", np.inf), out=state.u)
 
-class VanillaSGD(_DoubleSumSGD):
+
+class VanillaSGD(StreamingFit, _DoubleSumSGD):
     __doc__ = """Plain SGD on the double sum (eq. 6 or Raman et al.'s eq. 8), one (i, k) per step.
 
     Its gradients are exponential in ``x_iᵀ(w_k − w_{y_i}) − u_i`` (Section 2.2): at large rates
@@ -271,7 +282,7 @@ class VanillaSGD(_DoubleSumSGD):
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
                  formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",
                  u_init=None, n_sampled=1, class_sampling="others", random_state=None,
-                 verbose=False):
+                 verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.tol = tol
@@ -285,6 +296,7 @@ class VanillaSGD(_DoubleSumSGD):
         self.u_init = u_init
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _init_state(self, X, y, rng):
         K = self.classes_.shape[0]
@@ -328,15 +340,15 @@ class UMax(VanillaSGD):
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
                  delta=1.0, formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",
                  u_init=None, n_sampled=1, class_sampling="others", random_state=None,
-                 verbose=False):
+                 verbose=False, warm_start=False):
         super().__init__(learning_rate=learning_rate, n_epochs=n_epochs, tol=tol,
                          n_iter_no_change=n_iter_no_change, formulation=formulation, alpha=alpha, decay=decay, shuffle=shuffle,
                          u_init=u_init, n_sampled=n_sampled, class_sampling=class_sampling,
-                         random_state=random_state, verbose=verbose)
+                         random_state=random_state, verbose=verbose, warm_start=warm_start)
         self.delta = delta
 
 
-class ImplicitSGD(_DoubleSumSGD):
+class ImplicitSGD(StreamingFit, _DoubleSumSGD):
     __doc__ = """Implicit SGD on the proposed double sum, one (i, k) per step (Prop. 4, App. F.1).
 
     Each step solves ``θ⁺ = θ − η∇f_ik(θ⁺)`` exactly (to ``solver_tol`` in ``u_i``), the ridge of
@@ -361,7 +373,7 @@ class ImplicitSGD(_DoubleSumSGD):
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
                  alpha=1e-4, solver_tol=1e-10, solver="newton", decay=0.9, shuffle="uniform",
-                 u_init=None, random_state=None, verbose=False):
+                 u_init=None, random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.tol = tol
@@ -374,6 +386,7 @@ class ImplicitSGD(_DoubleSumSGD):
         self.u_init = u_init
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _run_epoch(self, state, X, y, epoch, rng):
         rows, ks, lr = self._draws(rng, y, state.W.shape[0], epoch)

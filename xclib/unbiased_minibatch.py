@@ -57,7 +57,7 @@ from threadpoolctl import threadpool_limits
 from ._numba import dense_dot, lambertw_exp, sparse_row_axpy, sparse_row_dot
 from .base import (
     ALPHA, DECAY, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
-    STOP_TOL, TOL, VERBOSE, Interval,
+    STOP_TOL, TOL, VERBOSE, WARM_START, Interval,
 )
 from .sampled import fold_row_scale
 from .unbiased import _DoubleSumSGD
@@ -477,7 +477,8 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         (Frobenius) of its exact value (0: to round-off)
     solver_max_iter : int ≥ 1, Newton steps per Implicit SGD step (inner solver)
     u_init : None (log K) or in [0, log K], as ImplicitSGD
-    random_state, verbose : as usual
+    random_state, verbose : as usual ; warm_start : as ImplicitSGD (no partial_fit: the fixed
+        minibatches of F.3.1 are drawn over the whole training set)
 
     Attributes
     ----------
@@ -493,12 +494,13 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
         "solver_tol": TOL, "solver_max_iter": MAX_ITER,
         "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
-        "random_state": RANDOM_STATE, "verbose": VERBOSE,
+        "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
     }
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
                  batch_size=10, n_sampled=5, alpha=1e-4, decay=0.9, solver_tol=1e-8,
-                 solver_max_iter=50, u_init=None, random_state=None, verbose=False):
+                 solver_max_iter=50, u_init=None, random_state=None, verbose=False,
+                 warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.tol = tol
@@ -512,6 +514,7 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         self.u_init = u_init
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _init_state(self, X, y, rng):
         base = super()._init_state(X, y, rng)  # W = 0, u = u_init, checks u_init

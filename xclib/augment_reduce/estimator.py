@@ -12,10 +12,11 @@ import numpy as np
 from .._numba import logsumexp
 from ..base import (
     ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
-    STOP_TOL, VERBOSE,
+    STOP_TOL, VERBOSE, WARM_START,
     DivergenceWarning, Interval, IterativeSoftmaxEstimator, StrOptions, as_csr,
 )
 from ..metrics import score_blocks, softmax_loss_and_error
+from ..streaming import row_log_losses
 from .bounds import MODELS, Model, log_likelihood_is
 from .kernels import ar_iteration, noise_local_step, ove_coefficients, softmax_local_step
 
@@ -156,7 +157,7 @@ _AR_CONSTRAINTS = {
     "fit_intercept": FIT_INTERCEPT,
     "history_samples": _POSITIVE_INT, "n_epochs": N_EPOCHS, "eval_every": _POSITIVE_INT,
     "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
-    "random_state": RANDOM_STATE, "verbose": VERBOSE,
+    "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
 }
 
 
@@ -216,6 +217,8 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         Epochs between entries of ``history_`` (each entry scores all N training rows, which
         on long runs can cost more than the epochs themselves).
     random_state, verbose : as in every estimator of the book.
+    warm_start : bool, default False (softmax: each ``log η_i`` starts at its optimum). No
+        ``partial_fit``: the stochastic gradients are scaled by N, the whole set's size.
 
     Attributes
     ----------
@@ -245,7 +248,8 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
                  learning_rate="auto", decay=0.9, decay_every=2000, local_learning_rate=None,
                  local_clock="visits", init_scale=0.1, init_scale_bias=0.001,
                  fit_intercept=True, history_samples=100, n_epochs=100, tol=1e-3,
-                 n_iter_no_change=5, eval_every=1, random_state=None, verbose=False):
+                 n_iter_no_change=5, eval_every=1, random_state=None, verbose=False,
+                 warm_start=False):
         self.model = model
         self.alpha = alpha
         self.batch_size = batch_size
@@ -265,6 +269,7 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         self.eval_every = eval_every
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     # -- the methods of the base contract --------------------------------------------------
     def _init_state(self, X, y, rng):
@@ -284,6 +289,10 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
 
     def _coef(self, st):
         return st.W, (st.b if self.fit_intercept else None)
+
+    def _warm_rows(self, st, X, y):
+        if st.model == Model.SOFTMAX:  # η_i* = Σ_k e^{ψ_k − ψ_y} (see _start_state)
+            st.log_eta[:] = row_log_losses(st.W, X, y, st.b)
 
     def _finalize(self, st):
         every = int(self.eval_every)

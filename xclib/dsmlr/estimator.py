@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import HasMethods
 
-from ..base import (ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE,
-                    IterativeSoftmaxEstimator, Interval, StrOptions)
+from ..base import (ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE, WARM_START,
+                    HasMethods, IterativeSoftmaxEstimator, Interval, StrOptions)
 from ..exact import row_scale
+from ..metrics import row_logsumexp, score_blocks
 from .backends import SerialBackend, ThreadsBackend
 from .dask_backend import DaskBackend
 from .schedules import AsyncSchedule, Blocks, SyncSchedule
@@ -112,6 +112,10 @@ class _WorkersHoldW:
         if eval_set is not None and self.backend == "dask":
             raise ValueError("eval_set is not available with backend='dask': W stays on the "
                              "workers until the fit ends; evaluate the fitted model instead")
+        if self.warm_start and self.backend == "dask" and hasattr(self, "coef_"):
+            raise ValueError("warm_start=True is not available with backend='dask': the "
+                             "workers start their parameter blocks at zero; warm-start with "
+                             "backend='threads', or fit afresh")
         return super().fit(X, y, eval_set=eval_set)
 
     def _remote(self, state):
@@ -128,6 +132,16 @@ class _WorkersHoldW:
             return super()._keep_best(state, coef, intercept)
         state.backend.keep_best()  # each worker copies the parameter rows it holds
         return None, None
+
+    def _set_weights(self, state, coef, intercept):  # warm_start (serial, threads)
+        state.W[...] = coef * state.scale  # V = s·W, the kernels' weights
+
+    def _warm_rows(self, state, X, y):
+        """Each ``b_i`` at eq. (9) for the warm weights."""
+        B = state.blocks
+        for p in range(state.P):
+            for start, stop, s in score_blocks(state.W, B.X[p]):
+                B.b[p][start:stop] = -row_logsumexp(s)
 
     def _best_from_workers(self, state):
         """On Dask, the diverged fit's ``coef_``: the copy the workers kept of the best W."""
@@ -183,7 +197,8 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
         iteration, a worker's wait for a block) may take, before the fit stops with an error
         (:class:`~.dask_backend.WorkerLostError` on Dask, also raised at once when a worker
         leaves the cluster).
-    random_state, verbose : as in every estimator.
+    random_state, verbose, warm_start : as in every estimator (``warm_start``: serial and
+        threads backends; each ``b_i`` starts at eq. (9) for the fitted ``coef_``).
 
     Attributes
     ----------
@@ -203,11 +218,12 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
         "backend": [StrOptions({"serial", "threads", "dask"})],
         "b_update": [StrOptions({"exact", "stochastic"})],
         "client": CLIENT, "timeout": TIMEOUT, "random_state": RANDOM_STATE, "verbose": VERBOSE,
+        "warm_start": WARM_START,
     }
 
     def __init__(self, alpha=1e-4, learning_rate="auto", n_epochs=10, n_workers=1,
                  schedule="sync", backend="serial", b_update="exact", client=None,
-                 timeout=120.0, random_state=None, verbose=False):
+                 timeout=120.0, random_state=None, verbose=False, warm_start=False):
         self.alpha = alpha
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
@@ -219,6 +235,7 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
         self.timeout = timeout
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     # -- the epoch loop's methods -------------------------------------------------------
     def _init_state(self, X, y, rng):

@@ -9,8 +9,9 @@ import numpy as np
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
-from ..base import ALPHA, MAX_ITER, TOL, LinearSoftmaxClassifier, StrOptions
+from ..base import ALPHA, MAX_ITER, TOL, WARM_START, LinearSoftmaxClassifier, StrOptions
 from ..exact import softmax_objective
+from ..streaming import check_warm, warm_weights
 from .dask_backend import _close_owned, _connect
 from .estimator import CLIENT, N_WORKERS, pow2_scale
 from .schedules import partition
@@ -84,6 +85,8 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
     backend : {"serial", "dask"}, default "serial"
     client : distributed.Client, str or None
         As in :class:`~xclib.dsmlr.DSMLR`.
+    warm_start : bool, default False
+        Start L-BFGS from the fitted ``coef_`` (same classes and features) instead of 0.
 
     Attributes
     ----------
@@ -94,21 +97,28 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
     _parameter_constraints = {
         "alpha": ALPHA, "max_iter": MAX_ITER, "tol": TOL, "n_workers": N_WORKERS,
         "backend": [StrOptions({"serial", "dask"})], "client": CLIENT,
+        "warm_start": WARM_START,
     }
 
     def __init__(self, alpha=1e-4, max_iter=1000, tol=1e-5, n_workers=1, backend="serial",
-                 client=None):
+                 client=None, warm_start=False):
         self.alpha = alpha
         self.max_iter = max_iter
         self.tol = tol
         self.n_workers = n_workers
         self.backend = backend
         self.client = client
+        self.warm_start = warm_start
 
     def fit(self, X, y):
         """Minimise eq. (2) on ``(X, y)`` with L-BFGS-B; returns self."""
         self._validate_params()
+        warm = warm_weights(self)
         X, y = self._validate_fit(X, y)
+        x0 = np.zeros(self.classes_.shape[0] * X.shape[1])
+        if warm is not None:
+            check_warm(self, X, warm)
+            x0 = warm[1].ravel() * pow2_scale(X)
         n, d = X.shape
         K = self.classes_.shape[0]
         P = min(int(self.n_workers), n)
@@ -131,7 +141,7 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
         Xs, alpha = (X, float(self.alpha)) if s == 1.0 else (X * (1.0 / s), self.alpha / s / s)
         try:
             fun = _Gradients(Xs, y, K, P, alpha, client)
-            res = minimize(fun, np.zeros(K * d), jac=True, method="L-BFGS-B",
+            res = minimize(fun, x0, jac=True, method="L-BFGS-B",
                            callback=callback,
                            options={"maxiter": int(self.max_iter), "gtol": float(self.tol) / s,
                                     "ftol": 1e3 * np.finfo(float).eps, "maxcor": 20})
@@ -149,7 +159,7 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
                           f"iterations without reaching tol={self.tol:g}; raise max_iter",
                           ConvergenceWarning, stacklevel=2)
         elif self.n_iter_ == 0:
-            warnings.warn(f"DataParallelLBFGS stopped at its starting point W = 0: the "
+            warnings.warn(f"DataParallelLBFGS stopped at its starting point: the "
                           f"gradient there is already below tol={self.tol:g} (lower tol if "
                           "that is not the optimum)", ConvergenceWarning, stacklevel=2)
         return self

@@ -18,7 +18,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._numba import sigmoid, softplus, sparse_row_axpy, sparse_row_dot
 from ..base import (
-    ALPHA, LEARNING_RATE, MAX_ITER, N_EPOCHS, RANDOM_STATE, TOL, VERBOSE, Interval,
+    ALPHA, LEARNING_RATE, MAX_ITER, N_EPOCHS, RANDOM_STATE, TOL, VERBOSE, WARM_START,
+    Interval,
 )
 from .objective import LogisticState, _BinaryLogistic, lipschitz_constant, logistic_objective
 
@@ -109,7 +110,7 @@ def sag_epoch(indptr, indices, data, y, sqnorm, theta, grad_mem, seen, dsum, n_s
 
 # -- estimators ------------------------------------------------------------------------------
 _COMMON = {"alpha": ALPHA, "n_epochs": N_EPOCHS, "random_state": RANDOM_STATE,
-           "verbose": VERBOSE}
+           "verbose": VERBOSE, "warm_start": WARM_START}
 
 
 @dataclass
@@ -136,17 +137,20 @@ class LogisticSGD(_BinaryLogistic):
     n_epochs : int, default 10
         Passes, each of T steps on rows drawn uniformly with replacement.
     random_state, verbose : as everywhere.
+    warm_start : bool, default False
+        Start ``fit`` from the fitted ``theta_`` (ASGD: its average restarts there).
     """
 
     _parameter_constraints = {"learning_rate": [*LEARNING_RATE, None], **_COMMON}
 
     def __init__(self, learning_rate=None, alpha=1e-4, n_epochs=10, random_state=None,
-                 verbose=False):
+                 verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.alpha = alpha
         self.n_epochs = n_epochs
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _init_state(self, X, y, rng):
         return SGDState.start(X, y, step=self._step(X), **self._extra_state(X))
@@ -174,6 +178,10 @@ class LogisticASGD(LogisticSGD):
 
     def _theta(self, state):
         return state.avg
+
+    def _set_weights(self, state, coef, intercept):
+        super()._set_weights(state, coef, intercept)
+        state.avg[:] = state.theta  # the average restarts at the warm θ (count 0)
 
     def _run_epoch(self, state, X, y, epoch, rng):
         order = rng.integers(0, state.n, size=state.n)
@@ -213,6 +221,8 @@ class LogisticSAG(_BinaryLogistic):
     n_epochs : int, default 10
         Passes, each of T steps on rows drawn uniformly with replacement.
     random_state, verbose : as everywhere.
+    warm_start : bool, default False
+        Start ``fit`` from the fitted ``theta_`` (the stored gradients start empty).
 
     Attributes
     ----------
@@ -226,13 +236,14 @@ class LogisticSAG(_BinaryLogistic):
     }
 
     def __init__(self, learning_rate=None, line_search=False, alpha=1e-4, n_epochs=10,
-                 random_state=None, verbose=False):
+                 random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.line_search = line_search
         self.alpha = alpha
         self.n_epochs = n_epochs
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _init_state(self, X, y, rng):
         n, d = X.shape
@@ -288,6 +299,8 @@ class LogisticLBFGS(_BinaryLogistic):
     tol : float ≥ 0, default 1e-6
         Stop when the largest gradient entry is below ``tol`` (scipy's ``gtol``).
     verbose : as everywhere. (The method is deterministic: no ``random_state``.)
+    warm_start : bool, default False
+        Start L-BFGS from the fitted ``theta_``.
 
     Attributes
     ----------
@@ -300,15 +313,18 @@ class LogisticLBFGS(_BinaryLogistic):
         "max_iter": MAX_ITER,
         "tol": TOL,
         "verbose": VERBOSE,
+        "warm_start": WARM_START,
     }
     random_state = None  # read by the base fit loop; L-BFGS draws nothing
 
-    def __init__(self, alpha=1e-4, memory=10, max_iter=100, tol=1e-6, verbose=False):
+    def __init__(self, alpha=1e-4, memory=10, max_iter=100, tol=1e-6, verbose=False,
+                 warm_start=False):
         self.alpha = alpha
         self.memory = memory
         self.max_iter = max_iter
         self.tol = tol
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def _n_rounds(self):
         return int(self.max_iter)
@@ -331,16 +347,16 @@ class LogisticLBFGS(_BinaryLogistic):
             evaluations.append(n_evals[0])
 
         res = scipy.optimize.minimize(
-            fun, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B", callback=callback,
+            fun, state.theta.copy(), jac=True, method="L-BFGS-B", callback=callback,
             options={"maxiter": int(self.max_iter), "maxfun": 10**9,
                      "maxcor": int(self.memory), "gtol": float(self.tol), "ftol": 0.0})
         if not iterates and not res.success:
             warnings.warn(
-                f"LogisticLBFGS made no step from θ = 0 ({res.message}): the line search "
+                "LogisticLBFGS made no step from its start ({res.message}): the line search "
                 "failed, typically on features of extreme scale; rescale X",
                 ConvergenceWarning, stacklevel=4)
         state.n_iter = len(iterates)
-        if not iterates:  # stopped at θ = 0 (zero gradient)
+        if not iterates:  # stopped at its start (zero gradient)
             iterates, evaluations = [state.theta.copy()], [n_evals[0]]
         state.iterates, state.evaluations = iterates, evaluations
 

@@ -7,7 +7,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..base import (
-    ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE, Interval, StrOptions,
+    ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE, WARM_START, Interval,
+    StrOptions,
 )
 from .objective import LogisticState, _BinaryLogistic, _RidgeLogistic
 from .solvers import Solver, batch_schedule, sqb_iterations
@@ -50,12 +51,13 @@ class _SQBSolver(_RidgeLogistic):
         "n_epochs": N_EPOCHS,
         "random_state": RANDOM_STATE,
         "verbose": VERBOSE,
+        "warm_start": WARM_START,
     }
 
     def __init__(self, learning_rate=1.0, alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
                  gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None, cap_sigma=None,
                  batches="independent", n_epochs=10, random_state=None, verbose=False,
-                 gamma_unit="rows", pass_unit="batch_rows"):
+                 gamma_unit="rows", pass_unit="batch_rows", warm_start=False):
         self.learning_rate = learning_rate
         self.alpha = alpha
         self.n_inner = n_inner
@@ -72,9 +74,7 @@ class _SQBSolver(_RidgeLogistic):
         self.verbose = verbose
         self.gamma_unit = gamma_unit
         self.pass_unit = pass_unit
-
-    def _n_weight_rows(self):
-        return 1
+        self.warm_start = warm_start
 
     def _init_state(self, X, y, rng):
         rows = self._n_weight_rows()
@@ -190,6 +190,8 @@ class SQB(_BinaryLogistic, _SQBSolver):
         more effective pass (at least one iteration: with full batches a round is one
         iteration, two batch-row passes). ``history_["passes"]`` holds the exact count.
     random_state, verbose : as everywhere.
+    warm_start : bool, default False
+        Start ``fit`` from the fitted weights (SQB's bound needs no other state).
     gamma_unit : {"rows", "fraction"}, default "rows"
         How γ reads (Section 4.2 gives ``b^k = min(cap, b¹ + round((k−1)γ))`` and γ to four
         decimals without a unit): "rows" adds γ rows per iteration, "fraction" adds γ·T rows

@@ -98,6 +98,14 @@ class _RidgeLogistic(IterativeSoftmaxEstimator):
     def _finalize(self, state):
         self.history_["passes"] = [float(p) for p in state.passes[: self.n_epochs_]]
 
+    def _set_weights(self, state, coef, intercept):
+        """``warm_start``: θ from the fitted ``coef_`` (W as a vector; ``coef_[1] − coef_[0]``
+        for the binary model, whose ``coef_`` is ``[0, θ]``)."""
+        state.theta[:] = (coef[1] - coef[0]) if self._n_weight_rows() == 1 else coef.ravel()
+
+    def _n_weight_rows(self):
+        return 1
+
 
 class _BinaryLogistic(_RidgeLogistic):
     """Binary logistic estimators: K = 2 rows, ``coef_ = [0, θ]`` (the softmax of ``(0, θᵀx)``
