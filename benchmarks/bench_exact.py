@@ -20,8 +20,8 @@ Run: ``XCLIB_DATA=... python benchmarks/bench_exact.py [--json ratios.json]``; w
 ``--baseline OLD.py`` (e.g. ``git show REV:xclib/exact.py > /tmp/old_exact.py``) an older
 ``SoftmaxRegression`` is timed in the same runs.
 
-Profile (issue 17 item 5; 2 shared cores, one thread, medians of repeated timings)
--------------------------------------------------------------------------------------
+Profile (2 shared cores, one thread, medians of repeated timings)
+-----------------------------------------------------------------
 Work per objective evaluation: the products ``X Wᵀ`` and ``Xᵀ(P − Y)``, 2·nnz·K flops each
 (Bibtex: nnz = 334 250, K = 146, 98 Mflop each, X is 4 MB of CSR, W and the gradient 2.1 MB;
 MNIST 1/6: nnz = 1.50 M, K = 10, 30 Mflop each, 18 MB of CSR), plus N·K exps.
@@ -47,7 +47,7 @@ and 0.97x → 1.87x. With default threads most of the gap is scikit-learn's (and
 solver's) L-BFGS-B spending its time in two-thread level-1 BLAS on cores that other jobs hold;
 with one thread MNIST stays bound by the two sparse products, which neither side avoids.
 
-Fewer evaluations (issue 17 item 5, "a better initial Hessian"): the two-loop recursion starts
+Fewer evaluations (a better initial Hessian): the two-loop recursion starts
 from :func:`xclib.exact.feature_preconditioner` (per class, the features' second moment through
 its 5 largest eigen-directions, shifted by 2Kα) instead of γ·I, and the first step from W = 0 is
 the minimiser of the exact quadratic model there. Evaluations / one-thread ratio sklearn/xclib

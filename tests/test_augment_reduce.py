@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy import integrate, special, stats
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib import augment_reduce as ar
 from xclib.augment_reduce import AugmentReduce, Model
@@ -702,6 +701,3 @@ def test_too_large_learning_rate_is_flagged():
     assert est.diverged_ and np.all(np.isfinite(est.coef_))
 
 
-@parametrize_with_checks([AugmentReduce(), AugmentReduce(model="probit")])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.special import logsumexp
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib.dsmlr import (
     DSMLR, DataParallelLBFGS, LBFGSStatus, WorkerLostError, auto_learning_rate, block_lse,
@@ -456,15 +455,6 @@ def test_dask_b_matches_serial_b(dask_client):
     assert len(b.worker_bytes_) == 2 and min(b.worker_bytes_) > 0
 
 
-# -- scikit-learn estimator checks (DEFAULT parameters) -------------------------------------
-@parametrize_with_checks(
-    [DSMLR(), DSMLR(n_workers=2, backend="threads"), DataParallelLBFGS()],
-    expected_failed_checks=lambda est: {},
-)
-def test_sklearn_checks(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check(estimator)
 
 
 def _sgd_rows_first(X, y, b, rows, W, cls, off, eta, alpha, K):

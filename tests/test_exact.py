@@ -5,7 +5,6 @@ import scipy.sparse as sp
 from scipy.optimize import approx_fprime
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib import SoftmaxRegression
 from xclib.exact import softmax_objective
@@ -107,9 +106,6 @@ def test_warm_start_starts_at_the_previous_optimum():
     np.testing.assert_allclose(m.coef_, first, atol=1e-5)
 
 
-@parametrize_with_checks([SoftmaxRegression()])
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
 
 
 # --- the two gradient paths and the L-BFGS of the oracle -------------------------------------

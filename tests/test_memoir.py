@@ -1,13 +1,11 @@
 """MEMOIR (chapter 5): kernels against NumPy transcriptions, lazy == eager, sklearn checks."""
 import json
 import pickle
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from xclib.memoir import (Memoir, hinge_step, make_prototype_data, multiclass_hinge,
                           truncate_rows, weight_memory)
@@ -195,10 +193,3 @@ def test_defaults_reach_liblinear_crammer_singer_on_bibtex():
     assert bad.score(Xt[keep], yt[keep]) < acc - 0.15
 
 
-@parametrize_with_checks([Memoir(), Memoir(max_iter=10, oracle="exact", random_state=0),
-                          Memoir(penalty="l1", max_iter=10, random_state=0),
-                          Memoir(oracle="hnsw", max_iter=10, random_state=0)])
-def test_sklearn_estimator_checks(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check(estimator)
