@@ -49,7 +49,7 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts
 	touch $@
 
-# headless Chromium for tests/test_book_html.py (Debian package; installed only as root)
+# headless Chromium for tests/book/test_book_html.py (Debian package; installed only as root)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -59,7 +59,7 @@ chromium:
 	fi
 
 # JupyterLab + jupyterlab-myst (requirements-lab.txt) for reading the notebooks, and for
-# tests/test_lab_browser.py; `make lab` opens working copies in lab/ (git-ignored)
+# tests/book/test_lab_browser.py; `make lab` opens working copies in lab/ (git-ignored)
 lab: lab-env
 	$(VPY) tools/lab.py open $(LAB_ARGS)
 

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from xclib import datasets
 from xclib.augment_reduce import AugmentReduce
-from xclib.augment_reduce import estimator as _est
+from xclib.augment_reduce import estimators as _est
 from xclib.augment_reduce.kernels import (
     ar_iteration, batch_utilities, global_step, subsample_classes,
 )

@@ -25,7 +25,7 @@ different rounds.
    Beside the Implicit/vanilla ratio, what the solve costs: with ``t_v`` the vanilla step,
    ``t_c`` its coefficients (:func:`double_sum_coefficients`), ``t_s`` the 1-D solve
    (:func:`implicit_step`) and ``t_b`` the same solves per step in the epoch's batches of 16
-   side by side (:func:`xclib.unbiased_implicit._lane_solves`), each timed alone on the states
+   side by side (:func:`xclib.unbiased.implicit._lane_solves`), each timed alone on the states
    after one epoch of the benchmark's own Implicit SGD run, a vanilla step with its two exps
    replaced by the batched solve runs at ``t_v / (t_v − t_c + t_b)`` of vanilla's speed (an
    estimate, not a bound: the batches also let the loads of 16 steps overlap); at K = 10^5
@@ -54,7 +54,7 @@ coefficients (two exps) take 9-12 ns.
 
 * First: Halley in u, each evaluation of (16) a warm-started Lambert W (1-2 exps) plus
   e^{-u}, two evaluations a step, the bracket's softplus and two logs: 168 ns a solve.
-* Then (:func:`xclib.unbiased_implicit._implicit_step_w`): Halley in w = u + a, where
+* Then (:func:`xclib.unbiased.implicit._implicit_step_w`): Halley in w = u + a, where
   eq. (14) is a = e^{L0 − w}, so an evaluation is two exps; the start is one Halley step in u
   from ũ with a₀ from a quartic, and Halley's error bound stops after one evaluation:
   65-71 ns, 1.0 evaluations. Cost by stage, as a chain of dependent solves / one after
@@ -67,7 +67,7 @@ coefficients (two exps) take 9-12 ns.
   contraction, Estrin's quartic: the chain 73 -> 58 ns, the epoch unchanged; inline
   approximations for the start-only calls: 1.7 ns; inlining the solve: nothing; reading the
   next step's dots before this step's solve: slower.
-* Now (:func:`xclib.unbiased_implicit.implicit_epoch`, without a ridge, K ≥ 512): the steps
+* Now (:func:`xclib.unbiased.implicit.implicit_epoch`, without a ridge, K ≥ 512): the steps
   go in batches of up to 16 that share no class and no datapoint (13.6 steps a batch on
   average here); their starts and first evaluations run side by side in one vectorised,
   branch-free loop (libm-free exps, :func:`xclib._numba.exp_lane`; fused multiply-adds,
@@ -127,8 +127,8 @@ from scipy.special import lambertw
 from sklearn.preprocessing import normalize
 
 from xclib import unbiased
-from xclib.unbiased_implicit import _BATCH, _lane_solves, implicit_step
-from xclib.unbiased_kernels import double_sum_coefficients
+from xclib.unbiased.implicit import _BATCH, _lane_solves, implicit_step
+from xclib.unbiased.kernels import double_sum_coefficients
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import floors  # noqa: E402

@@ -395,7 +395,7 @@ def test_global_step_ridge_is_unbiased():
 def _fit_start(est, X, y):
     """The start of ``est``'s fit (already fitted once, for its classes), as the estimator
     makes it: encoded labels, the Generator, the state, N, |B|, |S|, K, N/|B|, the ridge."""
-    from xclib.augment_reduce import estimator as E
+    from xclib.augment_reduce import estimators as E
     yy = est._encode(y)
     rng = np.random.default_rng(est.random_state)
     st = E._start_state(est, X, rng)
@@ -406,7 +406,7 @@ def _fit_start(est, X, y):
 def _separate_kernels_fit(est, X, y, n_epochs):
     """The fit of ``est`` (already fitted once, for its classes) by the separate kernels, one
     call per step as before the fused iteration: subsets, utilities, local step, global step."""
-    from xclib.augment_reduce import estimator as E
+    from xclib.augment_reduce import estimators as E
     yy, rng, st, N, B, m, K, scale, ridge_y = _fit_start(est, X, y)
     trace = []
     for _ in range(n_epochs):
@@ -459,7 +459,7 @@ def test_fused_iteration_matches_separate_kernels(model, D, density, alpha, cloc
 def _schedule_fit(kernel, est, X, y, n_epochs):
     """``est``'s fit (already fitted once, for its classes) with ``kernel`` for each
     iteration: the estimator's epoch loop, the kernel chosen by the test."""
-    from xclib.augment_reduce import estimator as E
+    from xclib.augment_reduce import estimators as E
     yy, rng, st, N, B, m, K, scale, ridge_y = _fit_start(est, X, y)
     empty = np.empty(0)
     log_eta, mu, gamma = (empty if a is None else a for a in (st.log_eta, st.mu, st.gamma))

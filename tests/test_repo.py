@@ -153,3 +153,39 @@ def test_library_rooms_stay_small():
                 if n > 150:
                     big.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
     assert not big, "\n".join(big)
+
+
+#: the chapter packages of xclib (a paper each); the shared modules sit beside them
+CHAPTER_PACKAGES = ("unbiased", "augment_reduce", "dsmlr", "sqb", "mips")
+
+
+def test_no_chapter_package_imports_another():
+    """Shared parts live in shared modules: a chapter package imports only its own modules
+    and the top-level ones (``base``, ``_numba``, ``steps``, ``metrics``, ...)."""
+    found = []
+    for pkg in CHAPTER_PACKAGES:
+        for path in sorted((ROOT / "xclib" / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    name = ("xclib." if node.level == 2 else "") + (node.module or "") \
+                        if node.level in (0, 2) else None
+                elif isinstance(node, ast.Import):
+                    name = " ".join(a.name for a in node.names)
+                else:
+                    continue
+                if name is None:
+                    continue
+                hit = [o for o in CHAPTER_PACKAGES if o != pkg
+                       and re.search(rf"\bxclib\.{o}\b", name)]
+                if hit:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {hit[0]}")
+    assert not found, "\n".join(found)
+
+
+def test_chapter_packages_share_one_layout():
+    """One file-name convention (``xclib/__init__.py``): ``estimators.py``, ``kernels.py``,
+    ``objective.py``, never their variants."""
+    odd = {"estimator.py", "_estimators.py", "_kernels.py", "kernel.py", "objectives.py"}
+    for pkg in CHAPTER_PACKAGES:
+        names = {p.name for p in (ROOT / "xclib" / pkg).glob("*.py")}
+        assert not odd & names, f"xclib/{pkg}: {sorted(odd & names)}"

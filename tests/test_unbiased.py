@@ -290,7 +290,7 @@ def test_warm_started_lambert_w_matches_scipy():
     """The log-scale W₀(e^L) of the implicit step, from its cold start and warm-started."""
     from scipy.special import lambertw
     from xclib._numba import lambertw_exp
-    from xclib.unbiased_implicit import _w_refine, _w_start
+    from xclib.unbiased.implicit import _w_refine, _w_start
     rng = np.random.default_rng(11)
     for L in np.r_[np.linspace(-30, 30, 601), rng.normal(0, 300, 200), -700.0, 700.0, 1e6]:
         b0, a0 = _w_start(L)
@@ -588,7 +588,7 @@ def test_m_classes_per_step_learn_and_check_their_parameters(Est):
 def test_both_newton_solvers_are_exercised_and_agree():
     """The w-space Halley (the default, ``a ≤ 8``) and the u-space Halley it hands over to
     (large ``a``) each solve many of the extreme states, to the bisection's root."""
-    from xclib.unbiased_implicit import _implicit_step_u, _implicit_step_w
+    from xclib.unbiased.implicit import _implicit_step_u, _implicit_step_w
     took = {True: 0, False: 0}
     for z, u, xx, lr, K in _extreme_states(3000, 12):
         ok = _implicit_step_w(z, u, xx, lr, math.log(K - 1), 1e-13)[4]
@@ -602,12 +602,12 @@ def test_both_newton_solvers_are_exercised_and_agree():
 
 
 def test_small_exponential_matches_math_exp():
-    from xclib.unbiased_implicit import _exp_small
+    from xclib.unbiased.implicit import _exp_small
     for x in np.r_[np.linspace(-1e-2, 1e-2, 4001), 0.0, 1e-300, -1e-300]:
         assert abs(_exp_small(x) - math.exp(x)) <= 4e-16 * math.exp(x)
 
 
-# -- Implicit SGD in batches (xclib.unbiased_implicit._implicit_epoch_batched) ----------------
+# -- Implicit SGD in batches (xclib.unbiased.implicit._implicit_epoch_batched) ----------------
 def _batch_problem(K, n=600, d=40, seed=0, n_classes_drawn=None):
     """Rows of unit norm (as the chapter's data) and one empty row (‖x‖ = 0)."""
     from sklearn.preprocessing import normalize
@@ -635,7 +635,7 @@ def test_batched_implicit_epoch_is_the_step_by_step_epoch(lr, drawn):
     K = 8000 (two of them share a bit; every shared class must still end a batch); at
     lr = 30 most lanes are not finished and the epoch goes on one step at a time. With a
     ridge it goes one step at a time."""
-    from xclib.unbiased_implicit import (
+    from xclib.unbiased.implicit import (
         _BATCH_MIN_CLASSES, _SEEN_BITS, _implicit_epoch_batched, _implicit_epoch_steps)
     K = 8000 if drawn == "ids above the bit sets" else 1000
     assert K >= _BATCH_MIN_CLASSES
@@ -671,7 +671,7 @@ def test_lane_solves_agree_with_the_scalar_solver_where_done():
     """Each finished lane is the scalar solver's root to within its tolerance: on the states
     of an SGD run on rows of unit norm (after an epoch; nearly all finished) and on extreme
     ones (the rest go to the scalar solver, checked above)."""
-    from xclib.unbiased_implicit import _implicit_epoch_steps, _lane_solves
+    from xclib.unbiased.implicit import _implicit_epoch_steps, _lane_solves
     K = 1000
     X, y, rows, ks, sq = _batch_problem(K)
     cases = []

@@ -1,4 +1,4 @@
-"""Tests of xclib.unbiased_minibatch: the minibatch Implicit SGD step of Appendix F.3."""
+"""Tests of xclib.unbiased.minibatch: the minibatch Implicit SGD step of Appendix F.3."""
 import itertools
 import math
 
@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from xclib.metrics import softmax_log_loss
 from xclib.unbiased import class_weights, double_sum_objective, implicit_epoch
-from xclib.unbiased_minibatch import (
+from xclib.unbiased.minibatch import (
     MinibatchImplicitSGD, batch_factors, batch_objective, draw_batch_classes, inner_gradient,
     inner_hvp, inner_objective, minibatch_class_weights, minibatch_epoch,
 )

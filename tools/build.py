@@ -13,8 +13,8 @@ Steps (each one writes into ``_build/``, never into the sources)::
 
 A notebook is executed again only when its inputs changed since its last successful run
 (the notebook, ``xclib/**/*.py``, ``requirements.txt`` and the scale), so ``make book`` then
-``make test`` executes each notebook once. The tests (``tests/test_notebooks.py``,
-``tests/test_book_html.py``) read the same outputs.
+``make test`` executes each notebook once. The tests (``tests/book/test_notebooks.py``,
+``tests/book/test_book_html.py``) read the same outputs.
 
 Status of a notebook in ``execution.json``: ``running`` (and no hash) from before it starts,
 so a build killed meanwhile leaves it to be executed again; ``interrupted`` when the build is

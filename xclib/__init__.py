@@ -3,10 +3,8 @@
 One module per paper, plus the shared parts:
 
 ============================  ==========================================================
-``xclib.unbiased``            Fagan & Iyengar: ``VanillaSGD``, ``UMax``, ``ImplicitSGD``
-``xclib.unbiased_minibatch``  Fagan & Iyengar, App. F.3: ``MinibatchImplicitSGD``
-``xclib.unbiased_kernels``    Fagan & Iyengar: the numba kernels of ``xclib.unbiased``
-``xclib.unbiased_implicit``   Fagan & Iyengar, App. F.1: the Implicit SGD solve and epoch
+``xclib.unbiased``            Fagan & Iyengar: ``VanillaSGD``, ``UMax``, ``ImplicitSGD``,
+                              ``MinibatchImplicitSGD`` (App. F.3)
 ``xclib.sampled``             biased baselines: ``OVE``, ``NCE``, ``ImportanceSampling``
 ``xclib.augment_reduce``      Ruiz et al.: ``AugmentReduce`` (softmax, probit, logistic)
 ``xclib.dsmlr``               Raman et al.: ``DSMLR`` (sync / async, serial / threads / Dask)
@@ -20,8 +18,17 @@ One module per paper, plus the shared parts:
                               oracles at prediction time (``predict_topk``)
 ``xclib.defaults_check``      every estimator at its defaults on real data, against
                               scikit-learn's ``LogisticRegression()``
-``xclib.base``, ``_numba``    the estimator contract and the shared numba primitives
+``xclib.base``, ``_numba``    the estimator contract and the shared primitives (numba
+                              kernels, class sampling, epoch orders, the lazy ridge scale)
+``xclib.steps``               the step from the data (``learning_rate="auto"``)
+``xclib.streaming``           warm starts (``warm_start``) and ``partial_fit``
 ============================  ==========================================================
+
+A chapter's package keeps one layout: ``estimators.py`` (the scikit-learn estimators),
+``kernels.py`` (their numba kernels), ``objective.py`` (the exact objective and what the
+estimators check against), and files named after the paper's parts where it has more
+(``unbiased/implicit.py``, ``sqb/bound.py``, ``dsmlr/schedules.py``); no chapter package
+imports another.
 
 Every estimator speaks one vocabulary (scikit-learn's), checked before each fit by a table of
 parameter constraints, and each paper's symbol is mapped to it in the estimator's docstring:
@@ -58,8 +65,7 @@ from .memoir import Memoir
 from .mips import HNSWMIPS, ExactMIPS, SimpleLSH
 from .sampled import NCE, OVE, ImportanceSampling
 from .sqb import SQB, LogisticASGD, LogisticLBFGS, LogisticSAG, LogisticSGD, MultinomialSQB
-from .unbiased import ImplicitSGD, UMax, VanillaSGD
-from .unbiased_minibatch import MinibatchImplicitSGD
+from .unbiased import ImplicitSGD, MinibatchImplicitSGD, UMax, VanillaSGD
 
 __version__ = "0.2.0"
 __book__ = "Softmax at scale"

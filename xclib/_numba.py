@@ -32,6 +32,11 @@ __all__ = [
     "logaddexp",
     "other_class",
     "draw_other_classes",
+    "subsample_classes",
+    "SHUFFLE_MODES",
+    "epoch_order",
+    "LAZY_SCALE_MIN",
+    "fold_row_scale",
 ]
 
 _E_INV = math.exp(-1.0)
@@ -347,3 +352,77 @@ def draw_other_classes(rng, y, n_classes):
         raise ValueError("sampling a class other than the label needs at least 2 classes")
     r = rng.integers(0, n_classes - 1, size=y.shape[0])
     return r + (r >= y)
+
+
+@njit(cache=True, nogil=True)
+def subsample_classes(u, y, n_classes, out, mark):
+    """Draw ``S_n ⊆ {0..K−1} \\ {y_n}`` of size ``|S|`` without replacement (Floyd's method).
+
+    Parameters
+    ----------
+    u : (B, |S|) uniforms in [0, 1) drawn by the caller's Generator
+    y : (B,) labels of the minibatch
+    out : (B, |S|) int64, filled with the subsets
+    mark : (K,) bool scratch, all False on entry and on exit
+
+    O(B · |S|): the K-sized ``mark`` array is only touched at the drawn entries.
+    """
+    B, m = u.shape
+    pool = n_classes - 1
+    for i in range(B):
+        for j in range(m):
+            jj = pool - m + j
+            r = int(u[i, j] * (jj + 1))
+            if r > jj:
+                r = jj
+            if mark[r]:
+                r = jj
+            mark[r] = True
+            out[i, j] = other_class(r, y[i])
+        for j in range(m):
+            c = out[i, j]
+            mark[c - 1 if c > y[i] else c] = False
+
+
+#: data orders of an epoch: i ~ uniform with replacement (Fagan & Iyengar), a fresh
+#: permutation each epoch, or 0..N-1 every epoch (their released code)
+SHUFFLE_MODES = ("uniform", "reshuffle", "fixed")
+
+
+def epoch_order(rng, n_rows, shuffle):
+    """Rows of one epoch: ``"uniform"`` i.i.d. draws (the paper), ``"reshuffle"`` a permutation,
+    ``"fixed"`` ``0..N-1`` (the authors' code)."""
+    if shuffle == "uniform":
+        return rng.integers(0, n_rows, size=n_rows)
+    if shuffle == "reshuffle":
+        return rng.permutation(n_rows)
+    if shuffle == "fixed":
+        return np.arange(n_rows)
+    raise ValueError(f"shuffle must be one of {SHUFFLE_MODES}, got {shuffle!r}")
+
+
+#: the lazy ridge scale: a row kept as ``w = s·v`` (the ridge's shrink of a row is O(1): ``s``
+#: alone changes) is folded back, ``v *= s``, once ``s`` falls below this value (before it
+#: underflows; every chapter's kernels use this one threshold)
+LAZY_SCALE_MIN = 1e-6
+
+
+@njit(cache=True, nogil=True)
+def fold_row_scale(W, scale, j, every):
+    """Fold row scales into ``W`` (``W[j] *= scale[j]``, ``scale[j] = 1``): row ``j`` if its
+    scale is below ``LAZY_SCALE_MIN``, or every row (``every``). Returns the factor row ``j``
+    was multiplied by (1.0 if none)."""
+    if every:
+        for r in range(W.shape[0]):
+            if scale[r] != 1.0:
+                for c in range(W.shape[1]):
+                    W[r, c] *= scale[r]
+                scale[r] = 1.0
+        return 1.0
+    f = scale[j]
+    if f >= LAZY_SCALE_MIN:
+        return 1.0
+    for c in range(W.shape[1]):
+        W[j, c] *= f
+    scale[j] = 1.0
+    return f

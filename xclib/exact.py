@@ -31,9 +31,9 @@ from numba import njit
 from sklearn.exceptions import ConvergenceWarning
 
 from ._numba import dense_dot, dense_dot8, exp_shifted
-from .base import (ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr,
-                   max_row_norm)
+from .base import ALPHA, FIT_INTERCEPT, MAX_ITER, TOL, LinearSoftmaxClassifier, as_csr
 from .metrics import BLOCK_ENTRIES
+from .steps import row_scale
 
 __all__ = ["FUSED_MIN_K", "PRECONDITIONER_RANK", "SoftmaxRegression", "feature_preconditioner",
            "lbfgs", "row_scale", "softmax_objective", "top_eigenpairs"]
@@ -543,9 +543,3 @@ class SoftmaxRegression(LinearSoftmaxClassifier):
         y = self._encode(y)
         mu = float(self.alpha) * X.shape[0]
         return -softmax_objective(self.coef_, X, y, mu, self.intercept_, with_grad=False)
-
-
-def row_scale(X):
-    """Largest row L2 norm of CSR ``X`` when it lies outside [1e-4, 1e4], else 1.0."""
-    s = max_row_norm(X)
-    return 1.0 if s is None or 1e-4 <= s <= 1e4 else s

@@ -27,7 +27,7 @@ lists); the tests check that none starts far above its median (compilation insid
 
 A claim's ``ours`` names recorded values (a key or a list of keys of :meth:`record`), so the
 number shown is the one the run measured, never a literal. The tests
-(``tests/test_notebooks.py``) compare the JSON with ``tests/references/<name>.json``.
+(``tests/book/test_notebooks.py``) compare the JSON with ``tests/references/<name>.json``.
 """
 from __future__ import annotations
 

@@ -53,7 +53,10 @@ from numbers import Integral
 import numpy as np
 from numba import njit
 
-from ._numba import logaddexp, sigmoid, softplus, sparse_row_axpy, sparse_row_dot
+from ._numba import (
+    LAZY_SCALE_MIN, SHUFFLE_MODES, epoch_order, fold_row_scale, logaddexp, sigmoid, softplus,
+    sparse_row_axpy, sparse_row_dot,
+)
 from .base import (
     ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE,
     RANDOM_STATE, STOP_TOL, VERBOSE, WARM_START,
@@ -63,7 +66,7 @@ from .streaming import StreamingFit
 
 __all__ = [
     "OVE", "NCE", "ImportanceSampling", "Surrogate",
-    "sampled_coefficients", "sampled_epoch", "epoch_order", "SHUFFLE_MODES",
+    "sampled_coefficients", "sampled_epoch",
 ]
 
 
@@ -73,36 +76,6 @@ class Surrogate(IntEnum):
     OVE = 0
     NCE = 1
     IS = 2
-
-
-#: data orders of an epoch: i ~ uniform with replacement (the paper), a fresh permutation each
-#: epoch, or 0..N-1 every epoch (the authors' released code)
-SHUFFLE_MODES = ("uniform", "reshuffle", "fixed")
-
-#: a scale ``s`` of ``W = s·V`` (one global scale here, one per row in ``unbiased``) is folded
-#: into ``V`` below this value
-_MIN_SCALE = 1e-6
-
-
-@njit(cache=True, nogil=True)
-def fold_row_scale(W, scale, j, every):
-    """Fold row scales into ``W`` (``W[j] *= scale[j]``, ``scale[j] = 1``): row ``j`` if its
-    scale is below ``_MIN_SCALE``, or every row (``every``). Returns the factor row ``j``
-    was multiplied by (1.0 if none)."""
-    if every:
-        for r in range(W.shape[0]):
-            if scale[r] != 1.0:
-                for c in range(W.shape[1]):
-                    W[r, c] *= scale[r]
-                scale[r] = 1.0
-        return 1.0
-    f = scale[j]
-    if f >= _MIN_SCALE:
-        return 1.0
-    for c in range(W.shape[1]):
-        W[j, c] *= f
-    scale[j] = 1.0
-    return f
 
 
 @njit(cache=True, nogil=True)
@@ -218,24 +191,12 @@ def sampled_epoch(kind, indptr, indices, data, y, W, b, order, classes, lr, alph
                     sparse_row_axpy(-vstep * coef[r, 1 + j], idx, val, W[S[j]])
                     if fit_intercept:
                         b[S[j]] -= step * coef[r, 1 + j]
-        if scale < _MIN_SCALE:
+        if scale < LAZY_SCALE_MIN:
             W *= scale
             scale = 1.0
     if scale != 1.0:
         W *= scale
     return total / max(n_rows, 1)
-
-
-def epoch_order(rng, n_rows, shuffle):
-    """Rows of one epoch: ``"uniform"`` i.i.d. draws (the paper), ``"reshuffle"`` a permutation,
-    ``"fixed"`` ``0..N-1`` (the authors' code)."""
-    if shuffle == "uniform":
-        return rng.integers(0, n_rows, size=n_rows)
-    if shuffle == "reshuffle":
-        return rng.permutation(n_rows)
-    if shuffle == "fixed":
-        return np.arange(n_rows)
-    raise ValueError(f"shuffle must be one of {SHUFFLE_MODES}, got {shuffle!r}")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-__all__ = ["StepRules", "max_row_norm", "pow2_row_scale"]
+__all__ = ["StepRules", "max_row_norm", "pow2_row_scale", "row_scale"]
 
 
 def max_row_norm(X, rms=False):
@@ -23,6 +23,13 @@ def max_row_norm(X, rms=False):
     sq = np.add.reduceat(v * v, X.indptr[:-1][np.diff(X.indptr) > 0])
     norm = m * float(np.sqrt(sq.sum() / X.shape[0] if rms else sq.max()))
     return norm if np.isfinite(norm) and norm > 0.0 else None
+
+
+def row_scale(X):
+    """Largest row L2 norm of CSR ``X`` when it lies outside [1e-4, 1e4], else 1.0 (the
+    scale the exact solver and DS-MLR divide rows by)."""
+    s = max_row_norm(X)
+    return 1.0 if s is None or 1e-4 <= s <= 1e4 else s
 
 
 def pow2_row_scale(X):

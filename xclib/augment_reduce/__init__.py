@@ -28,7 +28,7 @@ from .bounds import (
     MODELS, Model, dlog_phi, dlog_Phi, entropy, log_likelihood_is, log_phi,
     log_Phi, model_code, ove_bound, softmax_elbo,
 )
-from .estimator import AugmentReduce
+from .estimators import AugmentReduce
 from .kernels import (
     batch_utilities, global_step, noise_local_step, ove_coefficients, softmax_local_step,
     subsample_classes,

@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .._numba import other_class, sigmoid, softplus
+from .._numba import sigmoid, softplus, subsample_classes
 from ._prefetch import prefetch
 from .bounds import Model, dlog_phi, dlog_Phi, entropy, log_phi, log_Phi, softmax_elbo
 
@@ -33,36 +33,6 @@ __all__ = [
 
 _DECAY = 0.9 ** np.arange(2048)  # 0.9^Δt of the lazily decayed RMS state (a numba constant)
 _NDECAY = 2048
-
-
-@njit(cache=True, nogil=True)
-def subsample_classes(u, y, n_classes, out, mark):
-    """Draw ``S_n ⊆ {0..K−1} \\ {y_n}`` of size ``|S|`` without replacement (Floyd's method).
-
-    Parameters
-    ----------
-    u : (B, |S|) uniforms in [0, 1) drawn by the caller's Generator
-    y : (B,) labels of the minibatch
-    out : (B, |S|) int64, filled with the subsets
-    mark : (K,) bool scratch, all False on entry and on exit
-
-    O(B · |S|): the K-sized ``mark`` array is only touched at the drawn entries.
-    """
-    B, m = u.shape
-    pool = n_classes - 1
-    for i in range(B):
-        for j in range(m):
-            jj = pool - m + j
-            r = int(u[i, j] * (jj + 1))
-            if r > jj:
-                r = jj
-            if mark[r]:
-                r = jj
-            mark[r] = True
-            out[i, j] = other_class(r, y[i])
-        for j in range(m):
-            c = out[i, j]
-            mark[c - 1 if c > y[i] else c] = False
 
 
 @njit(cache=True, nogil=True)

@@ -38,7 +38,7 @@ initialise ``b`` that way.
 """
 from .backends import SerialBackend, ThreadsBackend
 from .dask_backend import DaskBackend, RingWorker, WorkerLostError
-from .estimator import DSMLR, DSMLRState, auto_learning_rate
+from .estimators import DSMLR, DSMLRState, auto_learning_rate
 from .kernels import block_lse, block_sgd, column_sgd
 from .lbfgs import DataParallelLBFGS, LBFGSStatus
 from .lc import LogConcavityResult, fit_log_concavity

@@ -11,12 +11,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .._numba import logaddexp, sparse_row_axpy, sparse_row_dot
+from .._numba import LAZY_SCALE_MIN, logaddexp, sparse_row_axpy, sparse_row_dot
 
 __all__ = ["block_sgd", "block_lse", "column_sgd"]
-
-_RESCALE = 1e-100  # fold the lazy scale back into the row when it gets this small
-
 
 @njit(cache=True, nogil=True)
 def _fold(w, scale):
@@ -37,7 +34,7 @@ def _class_sweep(indptr, indices, data, y, b, rows, w, k_global, step, shrink):
         g = math.exp(s) - (1.0 if y[i] == k_global else 0.0)
         scale *= shrink
         sparse_row_axpy(-step * g / scale, idx, val, w)
-        if abs(scale) < _RESCALE:
+        if abs(scale) < LAZY_SCALE_MIN:
             _fold(w, scale)
             scale = 1.0
     if scale != 1.0:
@@ -96,7 +93,7 @@ def block_sgd(indptr, indices, data, y, b, rows, W, classes, class_offset, eta, 
             g = e - (1.0 if y[i] == class_offset + k else 0.0)
             scale[k] *= shrink
             sparse_row_axpy(-step * g / scale[k], idx, val, W[k])
-            if abs(scale[k]) < _RESCALE:
+            if abs(scale[k]) < LAZY_SCALE_MIN:
                 _fold(W[k], scale[k])
                 scale[k] = 1.0
             b[i] -= b_step * (n_classes * e - 1.0)

@@ -13,7 +13,7 @@ from ..base import ALPHA, MAX_ITER, TOL, WARM_START, LinearSoftmaxClassifier, St
 from ..exact import softmax_objective
 from ..streaming import check_warm, warm_weights
 from .dask_backend import _close_owned, _connect
-from .estimator import CLIENT, N_WORKERS, pow2_scale
+from .estimators import CLIENT, N_WORKERS, pow2_scale
 from .schedules import partition
 
 __all__ = ["DataParallelLBFGS", "LBFGSStatus"]

@@ -33,11 +33,11 @@ Oracles
                     replaces changed rows in place (training), or faiss's, which counts the
                     distances its search computes (static queries).
 
-Package layout: ``_kernels`` (numba), ``_checks`` (input validation), ``oracles`` (classes).
+Package layout: ``kernels`` (numba), ``_checks`` (input validation), ``oracles`` (classes).
 """
 from __future__ import annotations
 
-from ._kernels import exact_argmax_other, simple_lsh_transform
+from .kernels import exact_argmax_other, simple_lsh_transform
 from .oracles import ORACLES, ExactMIPS, HNSWMIPS, SimpleLSH, make_oracle
 
 __all__ = ["ExactMIPS", "SimpleLSH", "HNSWMIPS", "make_oracle", "simple_lsh_transform",

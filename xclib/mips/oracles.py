@@ -8,7 +8,7 @@ import numpy as np
 
 from ..base import as_generator
 from ._checks import _check_int, _check_queries, _check_rows, _check_weights
-from ._kernels import (_lsh_codes, _lsh_linear_update, _lsh_query, _lsh_recompute_rows,
+from .kernels import (_lsh_codes, _lsh_linear_update, _lsh_query, _lsh_recompute_rows,
                        _lsh_topk, _pack_signs, _project_queries, exact_argmax_other,
                        rescore_rows)
 

@@ -1,11 +1,11 @@
 """The numba kernels of :mod:`xclib.unbiased` (Fagan & Iyengar): one step's gradient
 coefficients (eqs. 7 and 8), the U-max rule (Algorithm 1) and the epochs of vanilla SGD and
-U-max (the Implicit SGD update is in :mod:`xclib.unbiased_implicit`).
+U-max (the Implicit SGD update is in :mod:`xclib.unbiased.implicit`).
 
 Scale and symbols as in :mod:`xclib.unbiased` (our ``F`` is the paper's divided by ``N``;
 ``lr`` is the authors' code's η). Every kernel is O(nnz(x_i)) per step for one class
 (O(m·nnz(x_i)) for m classes): nothing O(K) or O(D) inside an epoch. Each row of W is kept as
-``w_j = s_j·v_j`` (``v_j`` stored in ``W[j]``; :func:`xclib.sampled.fold_row_scale`), so the
+``w_j = s_j·v_j`` (``v_j`` stored in ``W[j]``; :func:`xclib._numba.fold_row_scale`), so the
 ridge's shrink of a row is O(1).
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ import math
 import numpy as np
 from numba import njit
 
-from ._numba import logaddexp, softplus, sparse_row_axpy, sparse_row_dot
-from .augment_reduce.kernels import subsample_classes
-from .sampled import fold_row_scale
+from .._numba import (
+    fold_row_scale, logaddexp, softplus, sparse_row_axpy, sparse_row_dot, subsample_classes,
+)
 
 __all__ = [
     "double_sum_coefficients", "umax_increase", "sgd_epoch", "sgd_epoch_sampled",

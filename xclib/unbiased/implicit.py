@@ -12,10 +12,10 @@ import math
 import numpy as np
 from numba import njit
 
-from ._numba import (
-    exp_lane, exp_rough, lambertw_exp, log_rough, softplus, sparse_row_axpy, sparse_row_dot,
+from .._numba import (
+    exp_lane, exp_rough, fold_row_scale, lambertw_exp, log_rough, softplus, sparse_row_axpy,
+    sparse_row_dot,
 )
-from .sampled import fold_row_scale
 
 __all__ = ["implicit_step", "implicit_u_derivative", "implicit_epoch"]
 

@@ -113,7 +113,7 @@ def test_input_hash_depends_on_scale_and_notebook(tmp_path):
 
 # --------------------------------------------------------------------------- execution outcomes
 BUILD_PY = ROOT / "tools" / "build.py"
-STUB = Path(__file__).parent / "fixtures" / "build" / "stub.ipynb"
+STUB = Path(__file__).parents[1] / "fixtures" / "build" / "stub.ipynb"
 STUB_TOC = "format: jb-book\nroot: book/intro\nchapters:\n"
 
 

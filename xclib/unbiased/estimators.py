@@ -1,41 +1,5 @@
-"""Fagan & Iyengar, *Unbiased scalable softmax optimization*: U-max and Implicit SGD.
-
-The log-loss of the softmax is rewritten (Section 2.1, eqs. 3–5) as a double sum over
-datapoints ``i`` and classes ``k ≠ y_i`` with one auxiliary variable ``u_i`` per datapoint::
-
-    F(u, W) = (1/N) Σ_i Σ_{k≠y_i} [ (u_i + e^{−u_i})/(K−1) + e^{x_iᵀ(w_k − w_{y_i}) − u_i} ]
-              + (α/2) ‖W‖²,
-
-whose minimum over ``u`` is ``u_i*(W) = log(1 + Σ_{k≠y_i} e^{x_iᵀ(w_k − w_{y_i})})`` and
-``min_u F(u, W) = (mean log-loss of W) + (α/2)‖W‖² + 1``. Sampling ``i`` uniformly and
-``k`` uniformly among the other ``K − 1`` classes gives the unbiased stochastic term (eq. 6)::
-
-    f_ik(u, W) = u_i + e^{−u_i} + (K−1) e^{x_iᵀ(w_k − w_{y_i}) − u_i}
-                 + (α/2)(β_{y_i} ‖w_{y_i}‖² + β_k ‖w_k‖²).
-
-**Symbols and scale.** The paper's ``f`` is ``N`` times ours (its eqs. 2 and 5 sum over
-``i``; its ``f_ik`` carries a factor ``N``), so the paper's ridge ``μ`` is ``alpha·N`` and
-``SoftmaxRegression(alpha=alpha)`` is the exact optimum of our ``F``. The authors' released
-code drops the factor ``N`` from the step, and their tuned learning rates (Table 2) are for
-the code: we use the code's scaling, so Table 2's ``η`` is ``learning_rate`` as printed (a
-step ``η`` on the paper's N-scaled ``f_ik`` is ``learning_rate = N·η``). Every step is one
-datapoint and one class (n = m = 1; :class:`VanillaSGD` and :class:`UMax` also take m > 1
-classes, ``n_sampled``), so there is no minibatch sum or mean to convert.
-
-**β.** ``β_j`` must be the inverse probability that class ``j`` is touched by a draw
-``(i, k)``: ``P(j ∈ {y_i, k}) = n_j/N + (N − n_j)/(N(K − 1))``, so
-``β_j = N(K−1) / (n_j(K−1) + N − n_j)``. The paper prints ``N / (n_j + (N − n_j)(K − 1))``,
-which swaps the roles of ``n_j`` and ``N − n_j`` and makes the ridge term biased; the
-unbiasedness test in ``tests/test_unbiased.py`` pins ours. A step's ridge touches only
-``w_k``, ``w_{y_i}`` (:func:`sgd_epoch`, :func:`implicit_epoch`: O(nnz(x_i)) per step).
-
-The module reads like the chapter: the exact double sums (for small problems), the class
-weights and bounds, then the estimators :class:`VanillaSGD`, :class:`UMax` and
-:class:`ImplicitSGD`. Their numba kernels (the stochastic-gradient coefficients of eqs. 7
-and 8, the U-max rule of Algorithm 1, the Implicit SGD step of Appendix F.1 and the epoch
-kernels) are in :mod:`xclib.unbiased_kernels` and :mod:`xclib.unbiased_implicit`, and
-importable from here.
-"""
+"""The estimators of Fagan & Iyengar (see :mod:`xclib.unbiased`): :class:`VanillaSGD`,
+:class:`UMax` and :class:`ImplicitSGD`, one datapoint and one class (or m classes) per step."""
 from __future__ import annotations
 
 import math
@@ -43,95 +7,19 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import logsumexp
 
-from ._numba import draw_other_classes
-from .base import (
+from .._numba import SHUFFLE_MODES, draw_other_classes, epoch_order
+from ..base import (
     ALPHA, DECAY, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE, STOP_TOL, TOL,
     VERBOSE, WARM_START, Interval,
-    IterativeSoftmaxEstimator, StrOptions, as_csr, max_row_norm,
+    IterativeSoftmaxEstimator, StrOptions, max_row_norm,
 )
-from .streaming import StreamingFit, row_log_losses
-from .sampled import SHUFFLE_MODES, epoch_order
-from .unbiased_implicit import (  # noqa: F401  (the kernels, part of this module's API)
-    _implicit_a, implicit_epoch, implicit_step, implicit_u_derivative,
-)
-from .unbiased_kernels import (  # noqa: F401
-    CLASS_SAMPLING, double_sum_coefficients, draw_class_sets, sgd_epoch, sgd_epoch_sampled,
-    umax_increase,
-)
+from ..streaming import StreamingFit, row_log_losses
+from .implicit import implicit_epoch
+from .kernels import CLASS_SAMPLING, draw_class_sets, sgd_epoch, sgd_epoch_sampled
+from .objective import FORMULATIONS, class_weights, umax_bounds
 
-__all__ = [
-    "VanillaSGD", "UMax", "ImplicitSGD", "double_sum_objective", "optimal_u", "class_weights",
-    "umax_bounds", "double_sum_coefficients", "umax_increase", "implicit_step",
-    "implicit_u_derivative", "sgd_epoch", "sgd_epoch_sampled", "implicit_epoch",
-    "draw_class_sets", "FORMULATIONS", "CLASS_SAMPLING",
-]
-
-#: the two double sums: ours (eq. 5/6) and Raman et al.'s (eq. 8)
-FORMULATIONS = ("proposed", "raman")
-
-
-# -- the objective, exactly (small problems only: O(NKD)) ------------------------------------
-def _scores(W, X):  # dense O(NKD): for checking the stochastic methods on small problems
-    s = X @ W.T
-    return np.asarray(s.toarray() if hasattr(s, "toarray") else s)
-
-
-def optimal_u(W, X, y, formulation="proposed"):
-    """``u*(W)``: ``log(1 + Σ_{k≠y_i} e^{x_iᵀ(w_k − w_{y_i})})`` (proposed) or
-    ``log Σ_k e^{x_iᵀ w_k}`` (Raman et al.)."""
-    s = _scores(W, X)
-    lse = logsumexp(s, axis=1)
-    if formulation == "raman":
-        return lse
-    return lse - s[np.arange(len(y)), y]
-
-
-def double_sum_objective(u, W, X, y, formulation="proposed", alpha=0.0):
-    """The double sum ``F(u, W)`` of eq. (5) (``"proposed"``) or eq. (8) (``"raman"``), our scale.
-
-    ``F(optimal_u(W), W) = mean log-loss + (α/2)‖W‖² + 1`` for both formulations.
-    """
-    s = _scores(W, X)
-    n, K = s.shape
-    sy = s[np.arange(n), y]
-    mask = np.ones_like(s, dtype=bool)
-    mask[np.arange(n), y] = False
-    if formulation == "raman":
-        # ū − x·w_y + e^{x·w_y − ū} + Σ_{k≠y} e^{x·w_k − ū}  (eq. 8 / N, averaged over i)
-        per = u - sy + np.exp(sy - u) + np.sum(np.where(mask, np.exp(s - u[:, None]), 0.0), axis=1)
-    elif formulation == "proposed":
-        z = s - sy[:, None]
-        per = u + np.exp(-u) + np.sum(np.where(mask, np.exp(z - u[:, None]), 0.0), axis=1)
-    else:
-        raise ValueError(f"formulation must be one of {FORMULATIONS}, got {formulation!r}")
-    return float(np.mean(per) + 0.5 * alpha * np.sum(W * W))
-
-
-def class_weights(y, n_classes, n_sampled=1, sampling="others"):
-    """``β_j = N(K−1) / (n_j(K−1) + N − n_j)``: the inverse probability that a draw ``(i, k)``
-    touches class ``j`` (see the module docstring for the paper's misprint). With m =
-    ``n_sampled`` classes per draw, ``P(j touched) = n_j/N + (1 − n_j/N)·m/(K−1)``
-    (``"others"``) or ``… m/K`` (``"all"``: the label is among the m draws at times)."""
-    y = np.asarray(y)
-    n = y.shape[0]
-    nj = np.bincount(y, minlength=n_classes).astype(np.float64)
-    pool = n_classes - 1 if sampling == "others" else n_classes
-    return n * pool / (nj * pool + n_sampled * (n - nj))
-
-
-def umax_bounds(X, n_classes, alpha):
-    """Appendix A at our scale (the paper's μ/N is alpha): ``B_W = sqrt(2 log K / alpha)``
-    (Lemma 1) and ``B_u = log(1 + (K−1) e^{2 B_x B_W})`` (Lemma 2); both infinite when
-    ``alpha = 0``."""
-    if alpha <= 0:
-        return np.inf, np.inf
-    bw = math.sqrt(2.0 * math.log(n_classes) / alpha)
-    X = as_csr(X)
-    bx = float(np.sqrt(np.max(np.asarray(X.multiply(X).sum(axis=1))))) if X.shape[0] else 0.0
-    bu = float(np.logaddexp(0.0, math.log(n_classes - 1) + 2.0 * bx * bw))
-    return bw, bu
+__all__ = ["VanillaSGD", "UMax", "ImplicitSGD"]
 
 
 # -- estimators ------------------------------------------------------------------------------

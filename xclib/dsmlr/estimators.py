@@ -10,8 +10,8 @@ import numpy as np
 
 from ..base import (ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE, WARM_START,
                     HasMethods, IterativeSoftmaxEstimator, Interval, StrOptions)
-from ..exact import row_scale
 from ..metrics import row_logsumexp, score_blocks
+from ..steps import row_scale
 from .backends import SerialBackend, ThreadsBackend
 from .dask_backend import DaskBackend
 from .schedules import AsyncSchedule, Blocks, SyncSchedule

@@ -54,13 +54,12 @@ import numpy as np
 from numba import njit
 from threadpoolctl import threadpool_limits
 
-from ._numba import dense_dot, lambertw_exp, sparse_row_axpy, sparse_row_dot
-from .base import (
+from .._numba import dense_dot, fold_row_scale, lambertw_exp, sparse_row_axpy, sparse_row_dot
+from ..base import (
     ALPHA, DECAY, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
     STOP_TOL, TOL, VERBOSE, WARM_START, Interval,
 )
-from .sampled import fold_row_scale
-from .unbiased import _DoubleSumSGD
+from .estimators import _DoubleSumSGD
 
 __all__ = [
     "MinibatchImplicitSGD", "make_batches", "batch_factors", "minibatch_class_weights",
