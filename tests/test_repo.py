@@ -64,6 +64,12 @@ def test_notebook_has_parameters_cell(path):
     assert assigned.get("scale") == "book", (
         f"{path.relative_to(ROOT)}: parameters need scale = \"book\"")
     assert "results_path" in assigned, f"{path.relative_to(ROOT)}: parameters need results_path"
+    draws = re.search(r"random_state|default_rng|np\.random|\bseed\b",
+                      "\n".join(c.source for c in nb.cells if c.cell_type == "code"
+                                 and c is not cells[0]))
+    assert not draws or isinstance(assigned.get("seed"), int), (
+        f"{path.relative_to(ROOT)}: it draws random numbers, so its parameters need an int "
+        "seed (papermill -p seed 1 reruns it with other draws)")
 
 
 #: words that speak of how the project is organised, not of the book's subject
