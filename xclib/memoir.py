@@ -35,7 +35,7 @@ from .metrics import score_blocks
 from .mips import ORACLES, exact_argmax_other, make_oracle
 
 __all__ = ["hinge_step", "truncate_rows", "multiclass_hinge", "memoir_batch", "Memoir",
-           "MemoirState", "weight_memory", "make_prototype_data"]
+           "MemoirState", "weight_memory", "make_prototype_data", "inexact_margin_bound"]
 
 
 # ------------------------------------------------------------------ kernels -----------------
@@ -123,6 +123,38 @@ def multiclass_hinge(coef, X, y, intercept=None):
         loss += float(np.sum(np.maximum(0.0, 1.0 + s.max(axis=1) - sy)))
     n = max(1, X.shape[0])
     return loss / n, err / n
+
+
+def inexact_margin_bound(margin, margin_bar, rho=1.0):
+    """The two sides of Theorem 1's step from the exact to the inexact margin, corrected.
+
+    With the hinge ρ-loss ``ℓ_ρ(m) = (1 − m/ρ)_+`` and an oracle whose margin error is at most
+    ``ερ`` on every pair (``m̄ − m ≤ ερ``; ``m̄ ≥ m`` always, since the oracle's class scores
+    at most the maximum), ``ℓ_ρ(m) ≤ (1 − m̄/ρ + ε)_+ = (1 + ε)·ℓ_{ρ(1+ε)}(m̄)``. The paper
+    writes ``ℓ_ρ(m) ≤ ℓ_{ρ(1+ε)}(m̄)`` without the factor ``1 + ε``, which fails e.g. at
+    ``m̄ = 0, m = −ερ`` (``1 + ε`` against 1).
+
+    Parameters: ``margin`` (n,) exact margins ``m``, ``margin_bar`` (n,) the oracle's ``m̄``,
+    ``rho > 0``. ε is the smallest that holds on all n pairs, ``max(m̄ − m)/ρ`` (at least 0).
+
+    Returns ``dict(eps, exact_risk, corrected, paper)``: the empirical hinge risk
+    ``R̂_ρ(m)``, the corrected bound ``(1 + ε)·R̂_{ρ(1+ε)}(m̄)`` and the paper's
+    ``R̂_{ρ(1+ε)}(m̄)``; ``exact_risk <= corrected`` always holds.
+    """
+    m = np.asarray(margin, dtype=np.float64)
+    mb = np.asarray(margin_bar, dtype=np.float64)
+    if m.shape != mb.shape or m.ndim != 1 or m.size == 0:
+        raise ValueError(f"margin and margin_bar must be 1-D arrays of one non-zero length, "
+                         f"got shapes {m.shape} and {mb.shape}")
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(mb))):
+        raise ValueError("margin and margin_bar must be finite")
+    if not (isinstance(rho, Real) and rho > 0):
+        raise ValueError(f"rho must be a number > 0, got {rho!r}")
+    eps = max(0.0, float(np.max(mb - m)) / rho)
+    at = rho * (1.0 + eps)
+    paper = float(np.mean(np.maximum(0.0, 1.0 - mb / at)))
+    return dict(eps=eps, exact_risk=float(np.mean(np.maximum(0.0, 1.0 - m / rho))),
+                corrected=(1.0 + eps) * paper, paper=paper)
 
 
 def weight_memory(coef):
@@ -225,17 +257,18 @@ def memoir_batch(st, X, y, rng, l2, eta, track_margin=0):
 def _oracle_for(est, rng):
     """The oracle a :class:`Memoir` fit uses: a fresh copy of an instance, or one built from the
     name and the estimator's ``n_bits``/``n_candidates`` or ``hnsw_ef``/``hnsw_M`` (seeded
-    from ``rng``)."""
+    from ``rng``). One draw from ``rng`` whatever the oracle, so that fits with one
+    ``random_state`` draw the same batches with every oracle."""
     name = est.oracle
+    seed = int(rng.integers(2**31))     # drawn for every oracle: one seed, the same batches
     if not isinstance(name, str):
         return copy.deepcopy(name)
     opts = {}
     if name == "simple_lsh":
-        opts = dict(n_bits=int(est.n_bits), random_state=int(rng.integers(2**31)),
+        opts = dict(n_bits=int(est.n_bits), random_state=seed,
                     n_candidates=None if est.n_candidates is None else int(est.n_candidates))
     elif name == "hnsw":
-        opts = dict(ef=int(est.hnsw_ef), M=int(est.hnsw_M),
-                    random_state=int(rng.integers(2**31)))
+        opts = dict(ef=int(est.hnsw_ef), M=int(est.hnsw_M), random_state=seed)
     return make_oracle(name, **opts)
 
 
