@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from xclib.memoir import (Memoir, hinge_step, make_prototype_data, multiclass_hinge,
-                          truncate_rows, weight_memory)
+from xclib.memoir import (Memoir, hinge_step, inexact_margin_bound, make_prototype_data,
+                          multiclass_hinge, truncate_rows, weight_memory)
 from xclib.mips import SimpleLSH
 
 
@@ -16,6 +16,7 @@ def _eager(X, y, K, penalty, lam, eta0, eta_step, b, T, seed):
     """Algorithms 1 and 2 transcribed in NumPy on a dense W (margins from the batch's start),
     in the paper's symbols: λ, η₀, η_step, |b|, T."""
     rng = np.random.default_rng(seed)
+    rng.integers(2**31)                        # the oracle's seed, drawn for every oracle
     W = np.zeros((K, X.shape[1]))
     n = X.shape[0]
     for t in range(1, T + 1):
@@ -59,6 +60,17 @@ def test_lazy_scaling_equals_eager_algorithm(data, penalty, lam):
     np.testing.assert_allclose(m.coef_, W, rtol=1e-9, atol=1e-12)
     if penalty == "l2":
         assert np.linalg.norm(m.coef_) <= 1 / np.sqrt(lam) + 1e-9
+
+
+def test_every_oracle_draws_the_same_batches(data):
+    # one random_state, one sequence of batches: the exact oracle by name or as an instance
+    from xclib.mips import ExactMIPS
+
+    X, y = data
+    kw = dict(batch_size=30, max_iter=6, random_state=3)
+    a = Memoir(oracle="exact", **kw).fit(X, y).coef_
+    b = Memoir(oracle=ExactMIPS(), **kw).fit(X, y).coef_
+    np.testing.assert_array_equal(a, b)
 
 
 def test_hinge_step_matches_numpy():
@@ -193,3 +205,30 @@ def test_defaults_reach_liblinear_crammer_singer_on_bibtex():
     assert bad.score(Xt[keep], yt[keep]) < acc - 0.15
 
 
+def test_theorem1_step_holds_with_the_factor_and_fails_without():
+    # ℓ_ρ(m) <= (1 + ε)·ℓ_{ρ(1+ε)}(m̄) whenever m̄ − m <= ερ, on random margins and errors
+    rng = np.random.default_rng(0)
+    for rho in (0.5, 1.0, 3.0):
+        mb = rng.normal(0.5, 2.0, 2000)
+        m = mb - rho * rng.exponential(0.5, 2000)         # the oracle's margin is never below
+        got = inexact_margin_bound(m, mb, rho)
+        assert got["eps"] > 0
+        assert got["exact_risk"] <= got["corrected"] + 1e-12
+        for i in range(50):                                # pointwise, as the proof needs
+            one = inexact_margin_bound(m[i:i + 1], mb[i:i + 1], rho)
+            assert one["exact_risk"] <= one["corrected"] + 1e-12
+    # the paper's form without the factor fails: m̄ = 0, m = −ερ gives 1 + ε against 1
+    eps = 0.4
+    bad = inexact_margin_bound(np.array([-eps]), np.array([0.0]), 1.0)
+    assert bad["eps"] == pytest.approx(eps)
+    assert bad["exact_risk"] == pytest.approx(1 + eps) and bad["paper"] == pytest.approx(1.0)
+    assert bad["corrected"] == pytest.approx(1 + eps)
+
+
+def test_theorem1_bound_refuses_bad_input():
+    with pytest.raises(ValueError, match="one non-zero length"):
+        inexact_margin_bound(np.zeros(3), np.zeros(2))
+    with pytest.raises(ValueError, match="finite"):
+        inexact_margin_bound(np.array([np.nan]), np.zeros(1))
+    with pytest.raises(ValueError, match="rho"):
+        inexact_margin_bound(np.zeros(2), np.zeros(2), rho=0.0)
