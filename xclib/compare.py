@@ -157,27 +157,25 @@ def run_traced(method, estimator, data, alpha):
                  {"wall_seconds": wall, "n_epochs": int(est.n_epochs_)})
 
 
-def run_lbfgs(method, make, data, alpha, max_iters, loss_of=None):
+def run_lbfgs(method, make, data, alpha, max_iters, loss_of=None, stop_at=None):
     """A deterministic solver's trajectory: one timed fit per ``max_iter`` in ``max_iters``
-    (each from W = 0), each giving one point (its seconds, objective, test log-loss).
-    ``make(max_iter)`` returns the estimator; ``loss_of(model)`` its ``(coef, intercept)``
-    (default ``coef_``, ``intercept_``). Warnings of the short fits (not converged) are
-    silenced: stopping early is the point."""
-    pts, model, mem = [], None, _Memory()
+    (each from W = 0), each giving one point (its seconds, objective, test log-loss), until
+    the objective is at most ``stop_at`` (None: every cap). ``make(max_iter)`` returns the
+    estimator; ``loss_of(model)`` its ``(coef, intercept)`` (default ``coef_``,
+    ``intercept_``). Warnings of the short fits (not converged) are silenced: stopping early
+    is the point."""
+    pts, model = [], None
     y_enc = np.searchsorted(np.unique(data["y"]), data["y"])
     yt_enc = np.searchsorted(np.unique(data["y"]), data["y_test"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         make(max_iters[0]).fit(data["X"][:64], data["y"][:64])  # compile, untimed
-        for i, m in enumerate(max_iters):
+        for m in max_iters:
             est = make(m)
-            last = i == len(max_iters) - 1
-            with (_peak() if last else _nullctx()) as mm:
+            with _peak() as mem:  # the last fit's peak is kept
                 t0 = time.perf_counter()
                 est.fit(data["X"], data["y"])
                 s = time.perf_counter() - t0
-            if last:
-                mem = mm
             coef, b = (est.coef_, getattr(est, "intercept_", None)) if loss_of is None \
                 else loss_of(est)
             b = None if b is None or not np.any(b) else np.asarray(b, dtype=float)
@@ -185,19 +183,13 @@ def run_lbfgs(method, make, data, alpha, max_iters, loss_of=None):
             test, _ = softmax_loss_and_error(coef, as_csr(data["X_test"]), yt_enc, b)
             pts.append((s, obj, float(test)))
             model = est
+            if stop_at is not None and obj <= stop_at:
+                break
     k = len(np.unique(data["y"]))
     arr = np.array([(0.0, np.log(k), np.log(k))] + pts)
     return Trace(method, arr[:, 0], arr[:, 1], arr[:, 2],
                  _accuracy(model, data["X_test"], data["y_test"]), float(arr[-1, 0]),
                  mem.peak_mb, False, {"model": model})
-
-
-class _nullctx:
-    def __enter__(self):
-        return _Memory()
-
-    def __exit__(self, *exc):
-        return False
 
 
 def time_to_target(seconds, values, target):
