@@ -36,7 +36,7 @@ from .metrics import softmax_loss_and_error
 __all__ = ["Trace", "traced", "objective_history", "run_traced", "run_lbfgs",
            "time_to_target", "run_napkinxc", "run_vw", "loglog_slope", "validation_split",
            "prob_log_loss", "regularised_objective", "tune_learning_rate", "epochs_for",
-           "choose_alpha", "load_real", "load_synthetic", "clone_with"]
+           "choose_alpha", "load_real", "load_synthetic"]
 
 #: floor of a probability when a tool's predicted probability of the true class is 0 (or the
 #: class is missing from its top list): log-loss of such a row is -log(1e-15) ≈ 34.5, as in
@@ -290,12 +290,6 @@ def run_vw(method, options, data, n_passes=5, probabilities=False, random_state=
         pred, loss = np.asarray(out, dtype=int) - 1, np.nan
     return Trace(method, np.array([0.0, seconds]), np.full(2, np.nan),
                  np.array([np.nan, loss]), float(np.mean(pred == yt)), seconds)
-
-
-def clone_with(estimator, **params):
-    """``clone(estimator).set_params(**params)`` keeping only parameters it has."""
-    est = clone(estimator)
-    return est.set_params(**{k: v for k, v in params.items() if k in est.get_params()})
 
 
 def _val_loss(model, X, y):
