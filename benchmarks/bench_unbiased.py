@@ -36,7 +36,7 @@ different rounds.
    80 MB) those rows come from memory, not cache: the floor's own K = 10^5 / K = 10^2 ratio
    is the most any kernel could keep, and measured/floor says how far each kernel is from it.
    (Implicit SGD goes one step at a time at K = 10^2, where batches would share classes, and
-   in batches at K = 10^5.) Beside it, the same floor with a float32 W (issue 17 item 3):
+   in batches at K = 10^5.) Beside it, the same floor with a float32 W:
    each access still fetches its own cache line, so half the bytes buy little; measured
    1.08-1.34× the float64 floor's speed (2026-11-27), an upper bound on what float32 W could
    give a kernel, against a float32 W's 2^-24 resolution, below which an SGD step's update
@@ -46,7 +46,7 @@ different rounds.
    bracket; goal: ≥ 100× faster). xclib default vs NumPy+brentq (the authors' own solver) is the
    headline; the bisection-vs-bisection ratio is printed too.
 
-Profile of the solve (issue 17 item 2; K = D = 1000, nnz = 10, the states of part 1's run)
+Profile of the solve (K = D = 1000, nnz = 10, the states of part 1's run)
 ----------------------------------------------------------------------------------------------
 A vanilla step at nnz = 10 reads 2 × 10 entries of two random rows of W (8 MB, from L3) and
 writes them back: 140-440 ns on this shared machine, mostly waiting for those loads; its
@@ -168,7 +168,7 @@ REPS = 11  # rounds per measurement, one epoch of each kernel a round (--quick: 
 #: 0.70-1.01 for Implicit/vanilla and 0.91-1.12 for the control; the median of all of
 #: them is the steadier reading (the control 0.95-1.03 over 10 such runs)
 MORE_ROUNDS = 4
-GOAL = {10: 0.8, 200: 0.9}  # Implicit / vanilla steps per second (issue 17)
+GOAL = {10: 0.8, 200: 0.9}  # Implicit / vanilla steps per second: the speed goal
 
 
 def epoch_times(fns, K, d, n, reps=None, dtypes=None):

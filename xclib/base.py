@@ -344,7 +344,7 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
         self._fit_scale, self._fit_step = self._resolve_step(X)
         X = _divide_rows(X, self._fit_scale)
         if eval_set is not None:
-            Xe, ye = _eval_arrays(self, *eval_set)
+            Xe, ye = _eval_arrays(self, eval_set)
         n_rounds = self._n_rounds()
         rng = as_generator(getattr(self, "random_state", None))  # deterministic: none
         state = self._init_state(X, y_enc, rng)
@@ -506,8 +506,11 @@ def _warn_collapse(est, why):
                   ConvergenceWarning, stacklevel=4)
 
 
-def _eval_arrays(est, Xe, ye):
+def _eval_arrays(est, eval_set):
     """``eval_set`` validated: rows divided as the fit's, labels encoded with its classes."""
+    if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
+        raise ValueError("eval_set must be a pair (X_eval, y_eval)")
+    Xe, ye = eval_set
     Xe = validate_data(est, Xe, accept_sparse="csr", dtype=np.float64, reset=False)
     Xe = _divide_rows(as_csr(Xe), est._fit_scale)
     ye = est._encode(ye, "eval_set labels")
