@@ -1,4 +1,4 @@
-"""Unit tests of xclib.compare: the plumbing of the closing chapter's comparison."""
+"""Unit tests of xclib.book.compare: the plumbing of the closing chapter's comparison."""
 from __future__ import annotations
 
 import pickle
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import xclib
-from xclib.compare import (PROB_FLOOR, epochs_for, load_synthetic, loglog_slope,
+from xclib.book.compare import (PROB_FLOOR, epochs_for, load_synthetic, loglog_slope,
                            objective_history, prob_log_loss, regularised_objective,
                            run_lbfgs, run_traced, time_to_target, traced,
                            tune_learning_rate, validation_split)
@@ -110,7 +110,7 @@ def test_peers_on_a_separable_toy():
     pytest.importorskip("vowpalwabbit")
     from napkinxc.models import HSM
 
-    from xclib.compare import run_napkinxc, run_vw
+    from xclib.book.compare import run_napkinxc, run_vw
 
     d = load_synthetic(800, 200, 30, 4, random_state=0, zipf_exponent=0.0, scale=20.0)
     hsm = run_napkinxc("HSM", lambda out: HSM(out, seed=0, threads=1), d, top_k=4)

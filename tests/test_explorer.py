@@ -1,4 +1,4 @@
-"""Tests of the learning-rate explorer (xclib/explorer.py)."""
+"""Tests of the learning-rate explorer (xclib/book/explorer.py)."""
 import re
 import warnings
 
@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from xclib.base import DivergenceWarning  # noqa: E402
-from xclib.explorer import (  # noqa: E402
+from xclib.book.explorer import (  # noqa: E402
     explore_learning_rates,
     offline_jshtml,
     sweep_html,
@@ -186,7 +186,7 @@ def test_live_refit_coalesces_a_burst_into_one_fit_for_the_last_value():
     """Five quick changes on a running event loop: "fitting…" at once, one fit, last value."""
     import asyncio
 
-    from xclib.explorer import LiveRefit
+    from xclib.book.explorer import LiveRefit
 
     seen, current = [], {"rate": None}
 
@@ -210,7 +210,7 @@ def test_live_refit_coalesces_a_burst_into_one_fit_for_the_last_value():
 
 
 def test_live_refit_without_loop_fits_at_once_and_reports_errors():
-    from xclib.explorer import LiveRefit
+    from xclib.book.explorer import LiveRefit
 
     status = _Status()
     refit = LiveRefit(lambda: 1 / 0, status)

@@ -98,7 +98,7 @@ def test_results_match_references(execution_status, name):
 def test_reproduction_claims_hold(execution_status, name):
     """Each claim's outcome agrees with its status: a ``reproduced`` claim held, a ``not
     reproduced`` one still fails here (else its evidence is out of date)."""
-    from xclib.report import _disagrees
+    from xclib.book.report import _disagrees
 
     results = _results(execution_status, name)
     claims = results.get("claims", [])
@@ -117,7 +117,7 @@ def test_reproduction_claims_hold(execution_status, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_claim_has_a_status(execution_status, name):
     """reproduced / not reproduced / not testable (with why), and ours from recorded values."""
-    from xclib.report import STATUSES
+    from xclib.book.report import STATUSES
 
     claims = _results(execution_status, name).get("claims", [])
     bad = [c["claim"] for c in claims if c.get("status") not in STATUSES]

@@ -91,7 +91,7 @@ def _sweep_one(run, method, rate, n_epochs, metric):
     ``ArithmeticError`` mark the history diverged; other warnings are returned as
     ``(message, category, filename, lineno)`` for the caller to re-issue (a worker process
     cannot show them)."""
-    from .base import DivergenceWarning
+    from ..base import DivergenceWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DivergenceWarning)
@@ -130,7 +130,7 @@ def sweep_learning_rates(run, rates, methods=None, n_epochs=10, metric="train_lo
     if n_jobs == 1:
         results = [_sweep_one(*job) for job in jobs]
     else:
-        from .book import one_per_core
+        from . import one_per_core
 
         results = one_per_core(_sweep_one, jobs, n_jobs=n_jobs)
     sweep = {method: {} for method in methods}

@@ -2,7 +2,7 @@
 
 Every notebook does the same three things with it::
 
-    from xclib.report import Report
+    from xclib.book.report import Report
     report = Report(results_path)                 # the papermill parameter
     report.record("bibtex_loss_implicit", value)  # JSON entry + glue for the prose ({glue:}`…`)
     report.claim("Implicit SGD beats U-max on Bibtex", paper="yes",
