@@ -47,6 +47,33 @@ def test_notebook_code_fits_the_page(path):
     assert not long, f"{path.relative_to(ROOT)}:\n" + "\n".join(long)
 
 
+#: cell tags under which the rendered page folds or drops a cell's code
+HIDING_TAGS = {"hide-input", "remove-input", "hide-cell", "remove-cell"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_shows_its_experiments(path):
+    """A reader sees how each figure is made: at most 30 % of a notebook's code lines
+    (non-blank) sit in folded or removed cells, and the median code cell is at most 15
+    lines. Plumbing (stores, pools, claim tables) belongs in ``xclib.book``."""
+    nb = nbformat.read(path, as_version=4)
+    sizes, hidden = [], 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        n = sum(1 for line in cell.source.splitlines() if line.strip())
+        sizes.append(n)
+        if HIDING_TAGS & set(cell.metadata.get("tags", [])):
+            hidden += n
+    sizes.sort()
+    mid = len(sizes) // 2
+    median = sizes[mid] if len(sizes) % 2 else (sizes[mid - 1] + sizes[mid]) / 2
+    share = hidden / max(sum(sizes), 1)
+    assert share <= 0.30 and median <= 15, (
+        f"{path.relative_to(ROOT)}: {share:.0%} of {sum(sizes)} code lines hidden "
+        f"(at most 30 %), median code cell {median} lines (at most 15)")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_has_parameters_cell(path):
     nb = nbformat.read(path, as_version=4)
