@@ -35,10 +35,11 @@ import scipy.sparse as sp
 
 from xclib import datasets
 from xclib.augment_reduce import AugmentReduce
-from xclib.augment_reduce import estimators as _est
+from xclib._numba import csr_arrays
 from xclib.augment_reduce.kernels import (
     ar_iteration, batch_utilities, global_step, subsample_classes,
 )
+from xclib.augment_reduce.state import Draws, local_step, start_state
 from xclib.book import warm_up
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -70,8 +71,10 @@ def _separate_epoch(est, X, yy, seed, n_iter):
     """``n_iter`` iterations by the separate kernels, each timed on its own (seconds by part)."""
     parts = dict.fromkeys(("draws", "subsets", "utilities", "local step", "global step"), 0.0)
     rng = np.random.default_rng(seed)
-    st = _est._start_state(est, X, rng)
+    st = start_state(est, X, rng)
     N, B, K, m = X.shape[0], st.batch, st.n_classes, st.n_sampled
+    buf, rows = st.buf, csr_arrays(X)
+    cfg = st.cfg._replace(fit_intercept=True, ridge_y=0.0, ridge_S=0.0)
     perm = rng.permutation(N)
     for it in range(n_iter):
         t0 = time.perf_counter()
@@ -79,16 +82,14 @@ def _separate_epoch(est, X, yy, seed, n_iter):
         batch = perm[it * B:(it + 1) * B]
         yb, u = yy[batch], rng.random((B, m))
         t1 = time.perf_counter()
-        subsample_classes(u, yb, K, st.S, st.mark)
+        subsample_classes(u, yb, K, buf.S, buf.mark)
         t2 = time.perf_counter()
-        batch_utilities(X.indptr, X.indices, X.data, batch, yb, st.S, st.W, st.b, st.psi_y,
-                        st.psi_S)
+        batch_utilities(rows, batch, yb, buf.S, st.W, st.b, buf.psi_y, buf.psi_S)
         t3 = time.perf_counter()
-        _est._local_step(st, batch, st.t, N / B, rng, "visits")
+        local_step(st, batch, st.t, rng)
         t4 = time.perf_counter()
-        global_step(X.indptr, X.indices, X.data, batch, yb, st.S, st.C, st.W, st.b, st.G,
-                    st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb, st.touched,
-                    st.touched_b, st.t, 0.02, True, st.inv_count, 0.0, 0.0)
+        global_step(rows, Draws(batch, yb, u, u, u), st.W, st.b, st.steps, buf, cfg, st.t,
+                    0.02)
         t5 = time.perf_counter()
         for key, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
             parts[key] += dt
@@ -98,23 +99,19 @@ def _separate_epoch(est, X, yy, seed, n_iter):
 def _fused_epoch(est, X, yy, seed, n_iter):
     """``n_iter`` iterations of the estimator's fused kernel (seconds), the same draws."""
     rng = np.random.default_rng(seed)
-    st = _est._start_state(est, X, rng)
+    st = start_state(est, X, rng)
     N, B = X.shape[0], st.batch
+    rows = csr_arrays(X)
+    cfg = st.cfg._replace(global_clock=False, fit_intercept=True, ridge_y=0.0, ridge_S=0.0)
     perm = rng.permutation(N)
-    e, fused = _est._EMPTY, 0.0
-    log_eta, mu, gamma = (e if a is None else a for a in (st.log_eta, st.mu, st.gamma))
+    fused = 0.0
     for it in range(n_iter):
         t0 = time.perf_counter()
         st.t += 1
         batch = perm[it * B:(it + 1) * B]
         np.take(yy, batch, out=st.yb)
-        rng.random(out=st.u)
-        u1, u2 = _est._noise_draws(st, rng)
-        ar_iteration(int(st.model), X.indptr, X.indices, X.data, batch, st.yb, st.u, st.S,
-                     st.mark, st.W, st.b, st.psi_y, st.psi_S, st.C, st.elbo, st.rate, log_eta, mu,
-                     gamma, u1, u2, st.visits, st.local_rate0, False, st.G, st.Gb, st.sW,
-                     st.sb, st.stampW, st.stampb, st.markW, st.markb, st.touched,
-                     st.touched_b, st.t, 0.02, True, st.inv_count, N / B, 0.0, 0.0)
+        draws = st.draws(batch, rng)
+        ar_iteration(rows, draws, st.W, st.b, st.local, st.steps, st.buf, cfg, st.t, 0.02)
         fused += time.perf_counter() - t0
     return fused
 

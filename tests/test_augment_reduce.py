@@ -13,6 +13,7 @@ from scipy import integrate, special, stats
 from xclib import augment_reduce as ar
 from xclib.augment_reduce import AugmentReduce, Model
 from xclib.augment_reduce.bounds import _log_joint_row
+from xclib._numba import csr_arrays
 from xclib.base import DivergenceWarning
 from xclib.exact import SoftmaxRegression
 from xclib.metrics import softmax_loss_and_error
@@ -285,18 +286,22 @@ def test_ove_coefficients_unbiased():
 
 # -- the global step: lazy RMS state equals the dense recursion; the ridge is unbiased ----------
 def _step_buffers(K, D, B, m):
-    return dict(G=np.zeros((K, D)), Gb=np.zeros(K), sW=np.full((K, D), -1.0),
-                sb=np.full((K, 1), -1.0), stampW=np.zeros((K, D), np.int64),
-                stampb=np.zeros((K, 1), np.int64), markW=np.zeros((K, D), np.uint8),
-                markb=np.zeros(K, np.uint8), touched=np.empty(B * (m + 1) * D, np.int64),
-                touched_b=np.empty(B * (m + 1), np.int64))
+    """Zero scratch and a fresh step-size state for :func:`global_step` (S and C set later)."""
+    buf = ar.Scratch(S=None, mark=None, psi_y=None, psi_S=None, C=None, elbo=None, rate=None,
+                     G=np.zeros((K, D)), Gb=np.zeros(K), markW=np.zeros((K, D), np.uint8),
+                     markb=np.zeros(K, np.uint8), touched=np.empty(B * (m + 1) * D, np.int64),
+                     touched_b=np.empty(B * (m + 1), np.int64))
+    steps = ar.StepState(np.full((K, D), -1.0), np.full((K, 1), -1.0),
+                         np.zeros((K, D), np.int64), np.zeros((K, 1), np.int64))
+    return buf, steps
 
 
-def _global_step(X, batch, y, S, C, W, b, buf, t, rho, inv_count, ridge_y, ridge_S):
-    ar.global_step(X.indptr, X.indices, X.data, batch, y, S, C, W, b, buf["G"], buf["Gb"],
-                   buf["sW"], buf["sb"], buf["stampW"], buf["stampb"], buf["markW"],
-                   buf["markb"], buf["touched"],
-                   buf["touched_b"], t, rho, True, inv_count, ridge_y, ridge_S)
+def _global_step(X, batch, y, S, C, W, b, bufs, t, rho, inv_count, ridge_y, ridge_S):
+    buf, steps = bufs
+    empty = np.empty(0)
+    draws = ar.Draws(batch, y, empty, empty, empty)
+    cfg = ar.Settings(0, 1.0, False, True, inv_count, 1.0, float(ridge_y), float(ridge_S))
+    ar.global_step(csr_arrays(X), draws, W, b, steps, buf._replace(S=S, C=C), cfg, t, rho)
 
 
 def test_batch_utilities_match_numpy():
@@ -309,7 +314,7 @@ def test_batch_utilities_match_numpy():
     S = np.array([rng.choice([k for k in range(K) if k != y[i]], m, replace=False)
                   for i in range(B)])
     psi_y, psi_S = np.empty(B), np.empty((B, m))
-    ar.batch_utilities(X.indptr, X.indices, X.data, batch, y, S, W, b, psi_y, psi_S)
+    ar.batch_utilities(csr_arrays(X), batch, y, S, W, b, psi_y, psi_S)
     psi = X[batch] @ W.T + b
     np.testing.assert_allclose(psi_y, psi[np.arange(B), y], rtol=1e-12)
     np.testing.assert_allclose(psi_S, np.take_along_axis(psi, S, axis=1), rtol=1e-12)
@@ -361,8 +366,8 @@ def test_global_step_matches_dense_recursion(alpha, D, density):
         bd += np.where(patb, step * gb / (1 + np.sqrt(np.nan_to_num(sbd))), 0.0)
         np.testing.assert_allclose(W, Wd, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(b, bd, rtol=1e-12, atol=1e-14)
-    assert not buf["G"].any() and not buf["Gb"].any()
-    assert not buf["markW"].any() and not buf["markb"].any()
+    assert not buf[0].G.any() and not buf[0].Gb.any()
+    assert not buf[0].markW.any() and not buf[0].markb.any()
 
 
 def test_global_step_ridge_is_unbiased():
@@ -395,19 +400,20 @@ def test_global_step_ridge_is_unbiased():
 def _fit_start(est, X, y):
     """The start of ``est``'s fit (already fitted once, for its classes), as the estimator
     makes it: encoded labels, the Generator, the state, N, |B|, |S|, K, N/|B|, the ridge."""
-    from xclib.augment_reduce import estimators as E
+    from xclib.augment_reduce.state import start_state
     yy = est._encode(y)
     rng = np.random.default_rng(est.random_state)
-    st = E._start_state(est, X, rng)
+    st = start_state(est, X, rng)
     N, B = st.n_rows, st.batch
-    return yy, rng, st, N, B, st.n_sampled, st.n_classes, N / B, N / B * st.ridge
+    return yy, rng, st, N, B, st.n_sampled, st.n_classes, N / B, st.cfg.ridge_y
 
 
 def _separate_kernels_fit(est, X, y, n_epochs):
     """The fit of ``est`` (already fitted once, for its classes) by the separate kernels, one
     call per step as before the fused iteration: subsets, utilities, local step, global step."""
-    from xclib.augment_reduce import estimators as E
+    from xclib.augment_reduce.state import local_step
     yy, rng, st, N, B, m, K, scale, ridge_y = _fit_start(est, X, y)
+    buf, rows = st.buf, csr_arrays(X)
     trace = []
     for _ in range(n_epochs):
         perm = rng.permutation(N)
@@ -415,16 +421,13 @@ def _separate_kernels_fit(est, X, y, n_epochs):
             st.t += 1
             batch = perm[it * B:(it + 1) * B]
             yb = yy[batch]
-            ar.subsample_classes(rng.random((B, m)), yb, K, st.S, st.mark)
-            ar.batch_utilities(X.indptr, X.indices, X.data, batch, yb, st.S, st.W, st.b,
-                               st.psi_y, st.psi_S)
-            E._local_step(st, batch, st.t, scale, rng, est.local_clock)
+            ar.subsample_classes(rng.random((B, m)), yb, K, buf.S, buf.mark)
+            ar.batch_utilities(rows, batch, yb, buf.S, st.W, st.b, buf.psi_y, buf.psi_S)
+            local_step(st, batch, st.t, rng)
             rho = est.learning_rate * est.decay ** ((st.t - 1) // est.decay_every)
-            ar.global_step(X.indptr, X.indices, X.data, batch, yb, st.S, st.C, st.W, st.b,
-                           st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb,
-                           st.touched, st.touched_b, st.t, rho, bool(est.fit_intercept),
-                           st.inv_count, ridge_y, ridge_y * (K - 1) / m)
-            trace.append(st.elbo.mean())
+            draws = ar.Draws(batch, yb, st.u, st.u1, st.u2)
+            ar.global_step(rows, draws, st.W, st.b, st.steps, buf, st.cfg, st.t, rho)
+            trace.append(buf.elbo.mean())
     return st, np.array(trace)
 
 
@@ -449,35 +452,28 @@ def test_fused_iteration_matches_separate_kernels(model, D, density, alpha, cloc
     np.testing.assert_allclose(est.intercept_, st.b, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(est.elbo_trace_, trace, rtol=1e-10, atol=1e-13)
     if model == "softmax":
-        np.testing.assert_allclose(est.log_eta_, st.log_eta, rtol=1e-10)
+        np.testing.assert_allclose(est.log_eta_, st.local.log_eta, rtol=1e-10)
     elif model != "ove":
-        np.testing.assert_allclose(est.q_loc_, st.mu, rtol=1e-10, atol=1e-13)
-        np.testing.assert_allclose(est.q_scale_, np.logaddexp(0.0, st.gamma), rtol=1e-10)
+        np.testing.assert_allclose(est.q_loc_, st.local.mu, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(est.q_scale_, np.logaddexp(0.0, st.local.gamma),
+                                   rtol=1e-10)
     assert est.coef_.std() > 0.05 and np.any(est.coef_ != 0.0)  # the fit moved the weights
 
 
 def _schedule_fit(kernel, est, X, y, n_epochs):
     """``est``'s fit (already fitted once, for its classes) with ``kernel`` for each
     iteration: the estimator's epoch loop, the kernel chosen by the test."""
-    from xclib.augment_reduce import estimators as E
     yy, rng, st, N, B, m, K, scale, ridge_y = _fit_start(est, X, y)
-    empty = np.empty(0)
-    log_eta, mu, gamma = (empty if a is None else a for a in (st.log_eta, st.mu, st.gamma))
+    rows = csr_arrays(X)
     for _ in range(n_epochs):
         perm = rng.permutation(N)
         for it in range(N // B):
             st.t += 1
             batch = perm[it * B:(it + 1) * B]
             np.take(yy, batch, out=st.yb)
-            rng.random(out=st.u)
-            u1, u2 = E._noise_draws(st, rng)
+            draws = st.draws(batch, rng)
             rho = est.learning_rate * est.decay ** ((st.t - 1) // est.decay_every)
-            kernel(int(st.model), X.indptr, X.indices, X.data, batch, st.yb, st.u, st.S,
-                   st.mark, st.W, st.b, st.psi_y, st.psi_S, st.C, st.elbo, st.rate, log_eta,
-                   mu, gamma, u1, u2, st.visits, st.local_rate0, est.local_clock == "global",
-                   st.G, st.Gb, st.sW, st.sb, st.stampW, st.stampb, st.markW, st.markb,
-                   st.touched, st.touched_b, st.t, rho, bool(est.fit_intercept),
-                   st.inv_count, scale, ridge_y, ridge_y * (K - 1) / m)
+            kernel(rows, draws, st.W, st.b, st.local, st.steps, st.buf, st.cfg, st.t, rho)
     return st
 
 
@@ -498,10 +494,12 @@ def test_class_by_class_iteration_is_the_row_by_row_one_bit_for_bit(model, D, de
                         history_samples=5).fit(X, y)
     rows = _schedule_fit(KN._iteration_by_rows, est, X, y, 3)
     by_class = _schedule_fit(KN._iteration_by_class, est, X, y, 3)
-    for name in ("W", "b", "psi_y", "psi_S", "C", "elbo", "sW", "stampW", "visits",
-                 "log_eta", "mu", "gamma"):
-        a, b = getattr(rows, name), getattr(by_class, name)
-        if a is not None:
+    for part, names in (("", ("W", "b")), ("buf", ("psi_y", "psi_S", "C", "elbo")),
+                        ("steps", ("sW", "stampW")),
+                        ("local", ("visits", "log_eta", "mu", "gamma"))):
+        for name in names:
+            a = getattr(getattr(rows, part) if part else rows, name)
+            b = getattr(getattr(by_class, part) if part else by_class, name)
             np.testing.assert_array_equal(a, b, err_msg=name)
     W0 = _fit_start(est, X, y)[2].W   # the initial weights: the fits must have moved them
     assert np.abs(rows.W - W0).max() > 0.05

@@ -8,6 +8,7 @@ Plain arrays only: a CSR row is the pair ``(idx, val)`` of its column indices an
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -37,9 +38,25 @@ __all__ = [
     "epoch_order",
     "LAZY_SCALE_MIN",
     "fold_row_scale",
+    "CSR",
+    "csr_arrays",
 ]
 
 _E_INV = math.exp(-1.0)
+
+
+class CSR(NamedTuple):
+    """The three arrays of a CSR matrix, passed to a kernel as one argument: row ``n``'s
+    non-zeros are ``data[indptr[n]:indptr[n+1]]`` in the columns ``indices[...]``."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+
+def csr_arrays(X):
+    """:class:`CSR` of a ``scipy.sparse.csr_matrix`` (its own arrays, not copies)."""
+    return CSR(X.indptr, X.indices, X.data)
 
 
 @njit(cache=True, nogil=True)

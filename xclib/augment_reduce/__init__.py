@@ -17,7 +17,10 @@ The package reads like the chapter:
 2. :mod:`.kernels`: one iteration of stochastic variational EM (class subsets, utilities, the
    local steps of Algorithms 1-2, the OVE coefficients, and the shared global step with the
    adaptive step size of Section 4 and the ridge);
-3. :mod:`.estimator`: :class:`AugmentReduce` (``model="softmax" | "probit" | "logistic" |
+3. :mod:`.state`: the fit's state, the kernels' inputs as typed bundles built once per fit
+   (:class:`Settings`, :class:`Scratch`, :class:`StepState`, :class:`LocalState`) or per
+   iteration (:class:`Draws`);
+4. :mod:`.estimators`: :class:`AugmentReduce` (``model="softmax" | "probit" | "logistic" |
    "ove"``).
 
 Every kernel costs O(|B| · |S| · nnz(x)) per iteration; none touches all K classes. The
@@ -33,6 +36,7 @@ from .kernels import (
     batch_utilities, global_step, noise_local_step, ove_coefficients, softmax_local_step,
     subsample_classes,
 )
+from .state import Draws, LocalState, Scratch, Settings, StepState
 
 __all__ = [
     "Model",
@@ -52,5 +56,10 @@ __all__ = [
     "noise_local_step",
     "ove_coefficients",
     "global_step",
+    "Draws",
+    "LocalState",
+    "StepState",
+    "Scratch",
+    "Settings",
     "AugmentReduce",
 ]

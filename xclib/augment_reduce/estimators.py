@@ -4,12 +4,11 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
 
-from .._numba import logsumexp
+from .._numba import csr_arrays, logsumexp
 from ..base import (
     ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
     STOP_TOL, VERBOSE, WARM_START,
@@ -18,76 +17,13 @@ from ..base import (
 from ..metrics import score_blocks, softmax_loss_and_error
 from ..streaming import row_log_losses
 from .bounds import MODELS, Model, log_likelihood_is
-from .kernels import ar_iteration, noise_local_step, ove_coefficients, softmax_local_step
+from .kernels import ar_iteration
+from .state import start_state
 
 __all__ = ["AugmentReduce"]
 
 _POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
-_EMPTY = np.empty(0)  # the model arrays an iteration does not use
 _FINITE_SCALE = [Interval(Real, 0, np.inf, closed="left")]  # excludes inf and NaN
-
-
-@dataclass
-class _ARState:
-    """Everything one A&R fit updates between iterations (dropped at the end of ``fit``)."""
-
-    model: Model
-    W: np.ndarray                 # (K, D) weights
-    b: np.ndarray                 # (K,) biases
-    n_rows: int                   # N
-    n_classes: int                # K
-    batch: int                    # |B| (clipped to N)
-    n_sampled: int                # |S| (clipped to K − 1)
-    local_rate0: float            # a of α_t = a (1 + t)^−0.9
-    inv_count: np.ndarray         # (D,) 1 / (training rows holding feature d), 0 if none
-    ridge: float                  # N · alpha (the sum-scale ridge of the bound)
-    G: np.ndarray = None          # (K, D) zero gradient buffer
-    Gb: np.ndarray = None
-    sW: np.ndarray = None         # RMS state of Section 4's step size (−1 = never touched)
-    sb: np.ndarray = None
-    stampW: np.ndarray = None     # iteration of each coordinate's last touch
-    stampb: np.ndarray = None
-    markW: np.ndarray = None      # (K, D) uint8 marks of the coordinates one iteration touches
-    markb: np.ndarray = None
-    touched: np.ndarray = None
-    touched_b: np.ndarray = None
-    yb: np.ndarray = None         # (|B|,) labels of the minibatch
-    u: np.ndarray = None          # (|B|, |S|) uniforms of the class subsets
-    rate: np.ndarray = None       # (|B|,) local step sizes of the minibatch's rows
-    u1: np.ndarray = None         # (|B|,) probit: the local and global draws of q^(rep)
-    u2: np.ndarray = None
-    mark: np.ndarray = None       # (K,) scratch of subsample_classes
-    S: np.ndarray = None          # (|B|, |S|) class subsets of the current minibatch
-    psi_y: np.ndarray = None
-    psi_S: np.ndarray = None
-    C: np.ndarray = None          # gradient coefficients of the local step
-    elbo: np.ndarray = None       # one-sample ELBO of each row of the minibatch
-    visits: np.ndarray = None     # (N,) visits of each row (local_clock="visits")
-    log_eta: np.ndarray = None    # (N,) softmax: log η_n of q(ε_n) = Gumbel(log η_n, 1)
-    mu: np.ndarray = None         # (N,) probit / logistic: location of q(ε_n)
-    gamma: np.ndarray = None      # (N,) probit / logistic: scale softplus(γ_n) of q(ε_n)
-    t: int = 0                    # iterations done
-    clock: float = 0.0            # training seconds
-    elbo_trace: list = field(default_factory=list)
-    time_trace: list = field(default_factory=list)
-
-    def allocate(self, nnz_max):
-        """Buffers of the kernels: O(K D) for the weights' state, O(|B| |S| nnz) scratch."""
-        K, D = self.W.shape
-        B, m = self.batch, self.n_sampled
-        self.G, self.Gb = np.zeros((K, D)), np.zeros(K)
-        self.sW, self.sb = np.full((K, D), -1.0), np.full((K, 1), -1.0)
-        self.stampW, self.stampb = np.zeros((K, D), np.int64), np.zeros((K, 1), np.int64)
-        self.markW, self.markb = np.zeros((K, D), np.uint8), np.zeros(K, np.uint8)
-        self.touched = np.empty(max(1, B * (m + 1) * nnz_max), np.int64)
-        self.touched_b = np.empty(B * (m + 1), np.int64)
-        self.mark = np.zeros(K, np.bool_)
-        self.S = np.empty((B, m), np.int64)
-        self.psi_y, self.psi_S = np.empty(B), np.empty((B, m))
-        self.C, self.elbo = np.empty((B, m)), np.empty(B)
-        self.visits = np.zeros(self.n_rows, np.int64)
-        self.yb, self.u, self.rate = np.empty(B, np.int64), np.empty((B, m)), np.empty(B)
-        self.u1, self.u2 = np.empty(B), np.empty(B)
 
 
 class _Likelihood:
@@ -143,6 +79,36 @@ class _Likelihood:
         return np.log(self.predict_proba(X))
 
 
+class _Fitting:
+    """The methods of the base class's fit contract for A&R (mixed into
+    :class:`AugmentReduce`): the state, the rounds of ``eval_every`` epochs, the result."""
+
+    _auto_learning_rate = 1.0
+    _stops_on_tol = True
+
+    def _init_state(self, X, y, rng):
+        return start_state(self, X, rng)
+
+    def _n_rounds(self):
+        return -(-int(self.n_epochs) // int(self.eval_every))
+
+    def _run_epoch(self, st, X, y, rnd, rng):
+        """One round: ``eval_every`` epochs (fewer in the last round)."""
+        every = int(self.eval_every)
+        for _ in range(min(every, int(self.n_epochs) - rnd * every)):
+            _one_epoch(self, st, X, y, rng)
+
+    def _coef(self, st):
+        return st.W, (st.b if self.fit_intercept else None)
+
+    def _warm_rows(self, st, X, y):
+        if st.model == Model.SOFTMAX:  # η_i* = Σ_k e^{ψ_k − ψ_y} (see start_state)
+            st.local.log_eta[:] = row_log_losses(st.W, X, y, st.b)
+
+    def _finalize(self, st):
+        _finish(self, st)
+
+
 #: AugmentReduce's parameter table (checked before every fit)
 _AR_CONSTRAINTS = {
     "model": [StrOptions(set(MODELS))],
@@ -161,7 +127,7 @@ _AR_CONSTRAINTS = {
 }
 
 
-class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
+class AugmentReduce(_Likelihood, _Fitting, IterativeSoftmaxEstimator):
     """Softmax, multinomial probit or logistic regression by A&R (Ruiz et al. 2018).
 
     Utilities ``ψ_nk = w_kᵀ x_n + w_k⁽⁰⁾``; each iteration samples a minibatch ``B`` of rows
@@ -241,9 +207,6 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
 
     _parameter_constraints = _AR_CONSTRAINTS
 
-    _auto_learning_rate = 1.0
-    _stops_on_tol = True
-
     def __init__(self, *, model="softmax", alpha=1e-4, batch_size=100, n_sampled=1,
                  learning_rate="auto", decay=0.9, decay_every=2000, local_learning_rate=None,
                  local_clock="visits", init_scale=0.1, init_scale_bias=0.001,
@@ -271,142 +234,44 @@ class AugmentReduce(_Likelihood, IterativeSoftmaxEstimator):
         self.verbose = verbose
         self.warm_start = warm_start
 
-    # -- the methods of the base contract --------------------------------------------------
-    def _init_state(self, X, y, rng):
-        return _start_state(self, X, rng)
-
-    def _n_rounds(self):
-        return -(-int(self.n_epochs) // int(self.eval_every))
-
-    def _run_epoch(self, st, X, y, rnd, rng):
-        """One round: ``eval_every`` epochs (fewer in the last round)."""
-        every = int(self.eval_every)
-        for _ in range(min(every, int(self.n_epochs) - rnd * every)):
-            self._one_epoch(st, X, y, rng)
-
-    def _one_epoch(self, st, X, y, rng):
-        _one_epoch(self, st, X, y, rng)
-
-    def _coef(self, st):
-        return st.W, (st.b if self.fit_intercept else None)
-
-    def _warm_rows(self, st, X, y):
-        if st.model == Model.SOFTMAX:  # η_i* = Σ_k e^{ψ_k − ψ_y} (see _start_state)
-            st.log_eta[:] = row_log_losses(st.W, X, y, st.b)
-
-    def _finalize(self, st):
-        every = int(self.eval_every)
-        self.history_["epoch"] = [min(e * every, int(self.n_epochs))
-                                  for e in self.history_["epoch"]]
-        self.n_epochs_ = min(self.n_epochs_ * every, int(self.n_epochs))
-        self.elbo_trace_ = np.asarray(st.elbo_trace)
-        self.time_trace_ = np.asarray(st.time_trace)
-        self.n_iter_ = st.t
-        for name in ("log_eta_", "q_loc_", "q_scale_"):
-            self.__dict__.pop(name, None)
-        if st.model == Model.SOFTMAX:
-            self.log_eta_ = st.log_eta
-        elif st.model in (Model.PROBIT, Model.LOGISTIC):
-            self.q_loc_ = st.mu
-            self.q_scale_ = np.logaddexp(0.0, st.gamma)  # softplus(γ_n)
-        _flag_no_progress(self, st.n_classes)
-
-
-def _start_state(est, X, rng):
-    """The state at the start of a fit: initial weights first from ``rng`` (the same for
-    every model), then the variational parameters and the buffers."""
-    N, D = X.shape
-    K = est.classes_.shape[0]
-    W = rng.normal(0.0, est.init_scale, size=(K, D))
-    b = rng.normal(0.0, est.init_scale_bias, size=K)
-    if not est.fit_intercept:
-        b[:] = 0.0
-    code = MODELS[est.model]
-    a = est.local_learning_rate
-    if a is None:
-        a = 1.0 if code == Model.SOFTMAX else 0.01
-    count = np.bincount(X.indices, minlength=D)
-    inv_count = np.zeros(D)
-    np.divide(1.0, count, out=inv_count, where=count > 0)
-    if est._ridge() > 0:
-        W[:, count == 0] = 0.0  # the ridge optimum of weights no training row reaches
-    st = _ARState(model=code, W=W, b=b, n_rows=N, n_classes=K,
-                  batch=min(int(est.batch_size), N),
-                  n_sampled=min(int(est.n_sampled), K - 1), local_rate0=float(a),
-                  inv_count=inv_count, ridge=N * est._ridge())
-    st.allocate(int(np.diff(X.indptr).max()) if N else 0)
-    if code == Model.SOFTMAX:
-        # η* = Σ_k e^{ψ_k − ψ_y} ≈ K at the near-zero initial weights.
-        st.log_eta = np.full(N, math.log(K))
-    elif code in (Model.PROBIT, Model.LOGISTIC):
-        st.mu = np.zeros(N)
-        st.gamma = np.full(N, math.log(math.e - 1.0))  # scale 1
-    return st
-
 
 def _one_epoch(est, st, X, y, rng):
     """One epoch: ⌊N/|B|⌋ iterations over a fresh permutation, one fused kernel call each
     (:func:`~.kernels.ar_iteration`); the draws are taken in the order of the separate steps
     (subset uniforms, then the noise draws), into buffers allocated once per fit."""
-    N, B, m, K = st.n_rows, st.batch, st.n_sampled, st.n_classes
+    N, B = st.n_rows, st.batch
     perm = rng.permutation(N)
-    scale = N / B
-    ridge_y = scale * st.ridge
-    ridge_S = ridge_y * (K - 1) / m
-    code, glob = int(st.model), est.local_clock == "global"
-    fit_b = bool(est.fit_intercept)
-    log_eta, mu, gamma = (_EMPTY if a is None else a for a in (st.log_eta, st.mu, st.gamma))
+    rows = csr_arrays(X)
     for it in range(max(1, N // B)):
         t0 = time.perf_counter()
         st.t += 1
-        t = st.t
         batch = perm[it * B:(it + 1) * B]
         np.take(y, batch, out=st.yb)
-        rng.random(out=st.u)
-        u1, u2 = _noise_draws(st, rng)
-        rho = est._step_at((t - 1) // est.decay_every)
-        ar_iteration(code, X.indptr, X.indices, X.data, batch, st.yb, st.u, st.S, st.mark,
-                     st.W, st.b, st.psi_y, st.psi_S, st.C, st.elbo, st.rate, log_eta, mu, gamma,
-                     u1, u2, st.visits, st.local_rate0, glob, st.G, st.Gb, st.sW, st.sb,
-                     st.stampW, st.stampb, st.markW, st.markb, st.touched, st.touched_b, t,
-                     rho, fit_b, st.inv_count, scale, ridge_y, ridge_S)
+        draws = st.draws(batch, rng)
+        rho = est._step_at((st.t - 1) // est.decay_every)
+        ar_iteration(rows, draws, st.W, st.b, st.local, st.steps, st.buf, st.cfg, st.t, rho)
         st.clock += time.perf_counter() - t0
-        st.elbo_trace.append(float(st.elbo.mean()))
+        st.elbo_trace.append(float(st.buf.elbo.mean()))
         st.time_trace.append(st.clock)
 
 
-def _noise_draws(st, rng):
-    """The probit and logistic draws ``u ~ q^(rep)`` of an iteration (local, then global), in
-    the order :func:`_local_step` draws them; empty arrays for softmax and OVE."""
-    if st.model == Model.PROBIT:
-        return rng.standard_normal(out=st.u1), rng.standard_normal(out=st.u2)
-    if st.model == Model.LOGISTIC:
-        B = st.batch
-        return rng.logistic(size=B), rng.logistic(size=B)
-    return _EMPTY, _EMPTY
-
-
-def _local_step(st, batch, t, scale, rng, local_clock):
-    """Local (E) step of the minibatch; fills the gradient coefficients ``st.C``."""
-    B, K = st.batch, st.n_classes
-    if st.model == Model.OVE:
-        ove_coefficients(st.psi_y, st.psi_S, K, scale, st.C, st.elbo)
-        return
-    if local_clock == "global":
-        rate = np.full(B, min(1.0, st.local_rate0 * (1.0 + t) ** -0.9))
-    else:
-        st.visits[batch] += 1
-        rate = np.minimum(1.0, st.local_rate0 * (1.0 + st.visits[batch]) ** -0.9)
+def _finish(est, st):
+    """The fitted attributes of the rounds (``eval_every`` epochs each), the traces and the
+    local parameters; a warning when the fit made no progress."""
+    every = int(est.eval_every)
+    est.history_["epoch"] = [min(e * every, int(est.n_epochs)) for e in est.history_["epoch"]]
+    est.n_epochs_ = min(est.n_epochs_ * every, int(est.n_epochs))
+    est.elbo_trace_ = np.asarray(st.elbo_trace)
+    est.time_trace_ = np.asarray(st.time_trace)
+    est.n_iter_ = st.t
+    for name in ("log_eta_", "q_loc_", "q_scale_"):
+        est.__dict__.pop(name, None)
     if st.model == Model.SOFTMAX:
-        softmax_local_step(st.psi_y, st.psi_S, st.log_eta, batch, rate, K, scale, st.C,
-                           st.elbo)
-        return
-    if st.model == Model.PROBIT:
-        u1, u2 = rng.standard_normal(B), rng.standard_normal(B)
-    else:
-        u1, u2 = rng.logistic(size=B), rng.logistic(size=B)
-    noise_local_step(int(st.model), st.psi_y, st.psi_S, st.mu, st.gamma, batch, u1, u2,
-                     rate, K, scale, st.C, st.elbo)
+        est.log_eta_ = st.local.log_eta
+    elif st.model in (Model.PROBIT, Model.LOGISTIC):
+        est.q_loc_ = st.local.mu
+        est.q_scale_ = np.logaddexp(0.0, st.local.gamma)  # softplus(γ_n)
+    _flag_no_progress(est, st.n_classes)
 
 
 def _flag_no_progress(est, n_classes):

@@ -36,15 +36,16 @@ _NDECAY = 2048
 
 
 @njit(cache=True, nogil=True)
-def batch_utilities(indptr, indices, data, batch, y, S, W, b, psi_y, psi_S):
+def batch_utilities(X, batch, y, S, W, b, psi_y, psi_S):
     """``ψ_nk = w_kᵀx_n + w_k⁽⁰⁾`` for ``k = y_n`` and ``k ∈ S_n``: O(B · (|S|+1) · nnz).
 
     (A sparse dot product on the row's index range, not on a row view: slicing a view per
     class costs more than the dot itself when rows are short.)
     """
+    indices, data = X.indices, X.data
     for i in range(batch.shape[0]):
         n = batch[i]
-        lo, hi = indptr[n], indptr[n + 1]
+        lo, hi = X.indptr[n], X.indptr[n + 1]
         psi_y[i] = b[y[i]] + _row_dot(indices, data, lo, hi, W, y[i])
         for j in range(S.shape[1]):
             k = S[i, j]
@@ -190,42 +191,39 @@ def _apply(W, G, sW, stampW, markW, k, col, t, step):
 
 
 @njit(cache=True, nogil=True)
-def global_step(indptr, indices, data, batch, y, S, C, W, b, G, Gb, sW, sb, stampW, stampb,
-                markW, markb, touched, touched_b, t, rho, fit_intercept, inv_count, ridge_y,
-                ridge_S):
+def global_step(X, draws, W, b, steps, buf, cfg, t, rho):
     """Global (M) step shared by every method: ``w ← w + ρ_t g`` with Section 4's step size.
 
     The data gradient is ``Σ_{n∈B} Σ_{k'∈S_n} C[n, k'] (x̃_n e_{y_n} − x̃_n e_{k'})`` with
-    ``x̃ = (x, 1)`` (weights and bias). The ridge ``−(N·alpha/2)‖W‖²`` (biases unpenalised)
-    enters on the touched coordinates only, by inverse touch probability: for each row n of
-    the batch, feature d of x_n and class k of ``{y_n} ∪ S_n``, ``g_kd −= r_k w_kd / n_d``
-    with ``n_d`` the number of training rows holding feature d (``inv_count[d] = 1/n_d``),
-    ``r_k = ridge_y = (N/|B|) N alpha`` for the label and ``ridge_S = ridge_y (K−1)/|S|`` for
-    a sampled class. Its expectation over B and S_n is ``−N alpha w_kd``: the gradient is
-    unbiased for the ridge-penalised bound at cost O(B · |S| · nnz), never O(K D).
+    ``x̃ = (x, 1)`` (weights and bias; B = ``draws.batch``, S and C from ``buf``). The ridge
+    ``−(N·alpha/2)‖W‖²`` (biases unpenalised) enters on the touched coordinates only, by
+    inverse touch probability: for each row n of the batch, feature d of x_n and class k of
+    ``{y_n} ∪ S_n``, ``g_kd −= r_k w_kd / n_d`` with ``n_d`` the number of training rows
+    holding feature d (``cfg.inv_count[d] = 1/n_d``), ``r_k = ridge_y = (N/|B|) N alpha`` for
+    the label and ``ridge_S = ridge_y (K−1)/|S|`` for a sampled class. Its expectation over B
+    and S_n is ``−N alpha w_kd``: the gradient is unbiased for the ridge-penalised bound at
+    cost O(B · |S| · nnz), never O(K D).
 
     Step size per coordinate: ``s_t = 0.1 g_t² + 0.9 s_{t−1}`` (``s = g²`` at the first
     touch, as in ADVI) and ``ρ_t = rho · t^{−1/2+1e−16} / (1 + √s_t)``; ``rho`` already
-    includes the ``decay`` schedule. ``G``/``Gb`` are zero gradient buffers and
-    ``markW``/``markb`` zero uint8 marks of the coordinates touched (all left zero on exit),
-    ``sW``/``sb`` the RMS state (−1 = never touched), ``stampW``/``stampb`` the iteration of
-    the last touch, ``touched`` and ``touched_b`` scratch of size ≥ B·(|S|+1)·max nnz and
-    B·(|S|+1). Untouched coordinates have g = 0, so their RMS state only decays; it is
-    decayed lazily (``0.9^Δt`` at the next touch), exactly the dense recursion. When the
-    iteration's (row, class, feature) triples number more than a quarter of the K·D weights
-    (MNIST, Bibtex: :func:`_sweeps`), the coordinates are only marked (no touch list, no
-    branch) and the step sweeps the marks in memory order: the same updates, fewer cache
-    misses and mispredicted branches, at O(K·D) < 4 · triples.
+    includes the ``decay`` schedule. ``buf.G``/``buf.Gb`` are zero gradient buffers and
+    ``buf.markW``/``buf.markb`` zero uint8 marks of the coordinates touched (all left zero
+    on exit), ``steps`` the RMS state (−1 = never touched) and the iteration of each
+    coordinate's last touch, ``buf.touched`` and ``buf.touched_b`` scratch of size
+    ≥ B·(|S|+1)·max nnz and B·(|S|+1). Untouched coordinates have g = 0, so their RMS state
+    only decays; it is decayed lazily (``0.9^Δt`` at the next touch), exactly the dense
+    recursion. When the iteration's (row, class, feature) triples number more than a
+    quarter of the K·D weights (MNIST, Bibtex: :func:`_sweeps`), the coordinates are only
+    marked (no touch list, no branch) and the step sweeps the marks in memory order: the
+    same updates, fewer cache misses and mispredicted branches, at O(K·D) < 4 · triples.
     """
     nt = 0
     nb = 0
-    sweep = _sweeps(indptr, batch, S.shape[1], W.shape[0] * W.shape[1])
+    batch = draws.batch
+    sweep = _sweeps(X.indptr, batch, buf.S.shape[1], W.shape[0] * W.shape[1])
     for i in range(batch.shape[0]):
-        nt, nb = _accumulate_row(indptr, indices, data, batch[i], i, y[i], S, C, W, G, Gb,
-                                 markW, markb, touched, touched_b, nt, nb, fit_intercept,
-                                 inv_count, ridge_y, ridge_S, sweep)
-    _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
-               t, rho, sweep)
+        nt, nb = _accumulate_row(X, batch[i], i, draws.y[i], W, buf, cfg, nt, nb, sweep)
+    _apply_all(W, b, steps, buf, nt, nb, t, rho, sweep)
 
 
 @njit(cache=True, nogil=True)
@@ -239,27 +237,29 @@ def _sweeps(indptr, batch, m, KD):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _accumulate_row(indptr, indices, data, n, i, ky, S, C, W, G, Gb, markW, markb, touched,
-                    touched_b, nt, nb, fit_intercept, inv_count, ridge_y, ridge_S, sweep):
-    """Add row ``n``'s (slot ``i``) data and ridge gradient to ``G``/``Gb`` and mark the
-    coordinates: with ``sweep`` an unconditional store; otherwise those first touched are
-    appended to ``touched`` (``nt`` counts them). Biases always go to ``touched_b``. Returns
-    the new ``nt``, ``nb``."""
+def _accumulate_row(X, n, i, ky, W, buf, cfg, nt, nb, sweep):
+    """Add row ``n``'s (slot ``i``, label ``ky``) data and ridge gradient to ``buf.G``/``Gb``
+    and mark the coordinates: with ``sweep`` an unconditional store; otherwise those first
+    touched are appended to ``buf.touched`` (``nt`` counts them). Biases always go to
+    ``buf.touched_b``. Returns the new ``nt``, ``nb``."""
+    indices, data = X.indices, X.data
+    S, C, G, markW, touched = buf.S, buf.C, buf.G, buf.markW, buf.touched
+    inv_count = cfg.inv_count
     D = W.shape[1]
     m = S.shape[1]
-    penalise = ridge_y > 0.0
-    lo, hi = indptr[n], indptr[n + 1]
+    penalise = cfg.ridge_y > 0.0
+    lo, hi = X.indptr[n], X.indptr[n + 1]
     cy = 0.0
     for j in range(m + 1):
         if j < m:
             k = S[i, j]
             c = -C[i, j]
             cy += C[i, j]
-            r = ridge_S
+            r = cfg.ridge_S
         else:
             k = ky
             c = cy
-            r = ridge_y
+            r = cfg.ridge_y
         if sweep:
             for p in range(lo, hi):
                 col = indices[p]
@@ -277,21 +277,22 @@ def _accumulate_row(indptr, indices, data, n, i, ky, S, C, W, G, Gb, markW, mark
                 G[k, col] += c * data[p]
                 if penalise:
                     G[k, col] -= r * inv_count[col] * W[k, col]
-        if fit_intercept:
-            if markb[k] == 0:
-                markb[k] = 1
-                touched_b[nb] = k
+        if cfg.fit_intercept:
+            if buf.markb[k] == 0:
+                buf.markb[k] = 1
+                buf.touched_b[nb] = k
                 nb += 1
-            Gb[k] += c
+            buf.Gb[k] += c
     return nt, nb
 
 
 @njit(cache=True, nogil=True)
-def _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
-               t, rho, sweep):
+def _apply_all(W, b, steps, buf, nt, nb, t, rho, sweep):
     """Step every coordinate marked by :func:`_accumulate_row` (``nt`` weights, ``nb`` biases)
-    with its accumulated gradient; leaves ``G``, ``Gb`` and the marks zero."""
+    with its accumulated gradient; leaves ``buf.G``, ``buf.Gb`` and the marks zero."""
     K, D = W.shape
+    G, markW, touched = buf.G, buf.markW, buf.touched
+    sW, stampW = steps.sW, steps.stampW
     step = rho * t ** (-0.5 + 1e-16)
     if sweep:
         for k in range(K):
@@ -303,11 +304,11 @@ def _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touch
             k = touched[q] // D
             _apply(W, G, sW, stampW, markW, k, touched[q] - k * D, t, step)
     for q in range(nb):
-        k = touched_b[q]
-        g = Gb[k]
-        Gb[k] = 0.0
-        markb[k] = 0
-        b[k] += step * g / (1.0 + _rms_step(sb, stampb, k, 0, g, t))
+        k = buf.touched_b[q]
+        g = buf.Gb[k]
+        buf.Gb[k] = 0.0
+        buf.markb[k] = 0
+        b[k] += step * g / (1.0 + _rms_step(steps.sb, steps.stampb, k, 0, g, t))
 
 
 _OVE, _SOFTMAX = int(Model.OVE), int(Model.SOFTMAX)  # numba-frozen constants
@@ -315,71 +316,80 @@ _CHUNK = 16  # rows whose utilities are computed before their gradient is accumu
 
 
 @njit(cache=True, nogil=True)
-def _prefetch_row(indptr, indices, data, n):
+def _prefetch_row(X, n):
     """Ask for the cache lines of row ``n`` of X (8 values or 16 indices a 64-byte line)."""
-    lo, hi = indptr[n], indptr[n + 1]
+    lo, hi = X.indptr[n], X.indptr[n + 1]
     for p in range(lo, hi, 8):
-        prefetch(data, p)
+        prefetch(X.data, p)
     for p in range(lo, hi, 16):
-        prefetch(indices, p)
+        prefetch(X.indices, p)
 
 
 @njit(cache=True, nogil=True)
-def _iteration_by_rows(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
-                       psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global, visits,
-                       rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb,
-                       touched, touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y,
-                       ridge_S):
+def _local_rates(draws, local, buf, cfg, t, r):
+    """The local step sizes ``α = min(1, rate0 (1 + c)^−0.9)`` of the minibatch's slots
+    ``r`` into ``buf.rate``: ``c = t`` (``global_clock``) or the row's visits, counted here."""
+    batch, visits = draws.batch, local.visits
+    for i in range(r.start, r.stop):
+        c = t
+        if not cfg.global_clock:
+            visits[batch[i]] += 1
+            c = visits[batch[i]]
+        buf.rate[i] = min(1.0, cfg.rate0 * (1.0 + c) ** -0.9)
+
+
+@njit(cache=True, nogil=True)
+def _local_block(draws, local, buf, cfg, K, t, r):
+    """The local step of slots ``r`` (:func:`softmax_local_step`, :func:`noise_local_step` or
+    :func:`ove_coefficients`, called on the block's views): fills ``buf.C[r]``."""
+    if cfg.model == _OVE:
+        ove_coefficients(buf.psi_y[r], buf.psi_S[r], K, cfg.scale, buf.C[r], buf.elbo[r])
+        return
+    _local_rates(draws, local, buf, cfg, t, r)
+    if cfg.model == _SOFTMAX:
+        softmax_local_step(buf.psi_y[r], buf.psi_S[r], local.log_eta, draws.batch[r],
+                           buf.rate[r], K, cfg.scale, buf.C[r], buf.elbo[r])
+    else:
+        noise_local_step(cfg.model, buf.psi_y[r], buf.psi_S[r], local.mu, local.gamma,
+                         draws.batch[r], draws.u_local[r], draws.u_global[r], buf.rate[r], K,
+                         cfg.scale, buf.C[r], buf.elbo[r])
+
+
+@njit(cache=True, nogil=True)
+def _iteration_by_rows(X, draws, W, b, local, steps, buf, cfg, t, rho):
     """:func:`ar_iteration` row by row: one pass over the minibatch's rows of X, instead of
     one pass per kernel (for weights that stay in cache: MNIST's, the toy's).
 
     In blocks of ``_CHUNK`` rows: the block's subsets ``S_n`` (:func:`subsample_classes`),
-    utilities (:func:`batch_utilities`) and local step (:func:`softmax_local_step`,
-    :func:`noise_local_step` or :func:`ove_coefficients`), each kernel called on the block's
-    views; then the block's gradient is accumulated as in :func:`global_step`, while its rows
-    of X are still in cache (16 MNIST rows fit in L1), and the next block's rows are
-    prefetched meanwhile. After the last block, the step of :func:`global_step`, once per
-    touched coordinate. The gradient is taken at the W before the step, as by the separate
-    kernels: the result is theirs, the same arithmetic in the same order. (Blocks rather than
-    rows: a kernel call per row costs more in views than a featureless row's work.) Nothing
-    is allocated.
+    utilities (:func:`batch_utilities`) and local step (:func:`_local_block`), each kernel
+    called on the block's views; then the block's gradient is accumulated as in
+    :func:`global_step`, while its rows of X are still in cache (16 MNIST rows fit in L1),
+    and the next block's rows are prefetched meanwhile. After the last block, the step of
+    :func:`global_step`, once per touched coordinate. The gradient is taken at the W before
+    the step, as by the separate kernels: the result is theirs, the same arithmetic in the
+    same order. (Blocks rather than rows: a kernel call per row costs more in views than a
+    featureless row's work.) Nothing is allocated.
     """
+    batch, y, S = draws.batch, draws.y, buf.S
     m = S.shape[1]
     K = W.shape[0]
     B = batch.shape[0]
     nt = 0
     nb = 0
-    sweep = _sweeps(indptr, batch, m, W.size)
+    sweep = _sweeps(X.indptr, batch, m, W.size)
     for i in range(min(B, _CHUNK)):
-        _prefetch_row(indptr, indices, data, batch[i])
+        _prefetch_row(X, batch[i])
     for i0 in range(0, B, _CHUNK):
         i1 = min(B, i0 + _CHUNK)
         for i in range(i1, min(B, i1 + _CHUNK)):  # the next block, fetched meanwhile
-            _prefetch_row(indptr, indices, data, batch[i])
+            _prefetch_row(X, batch[i])
         r = slice(i0, i1)
-        subsample_classes(u[r], y[r], K, S[r], mark)
-        batch_utilities(indptr, indices, data, batch[r], y[r], S[r], W, b, psi_y[r], psi_S[r])
-        if model == _OVE:
-            ove_coefficients(psi_y[r], psi_S[r], K, scale, C[r], elbo[r])
-        else:
-            for i in range(i0, i1):
-                c = t
-                if not global_clock:
-                    visits[batch[i]] += 1
-                    c = visits[batch[i]]
-                rate[i] = min(1.0, rate0 * (1.0 + c) ** -0.9)
-            if model == _SOFTMAX:
-                softmax_local_step(psi_y[r], psi_S[r], log_eta, batch[r], rate[r], K, scale,
-                                   C[r], elbo[r])
-            else:
-                noise_local_step(model, psi_y[r], psi_S[r], mu, gamma, batch[r], u_local[r],
-                                 u_global[r], rate[r], K, scale, C[r], elbo[r])
+        subsample_classes(draws.u[r], y[r], K, S[r], buf.mark)
+        batch_utilities(X, batch[r], y[r], S[r], W, b, buf.psi_y[r], buf.psi_S[r])
+        _local_block(draws, local, buf, cfg, K, t, r)
         for i in range(i0, i1):
-            nt, nb = _accumulate_row(indptr, indices, data, batch[i], i, y[i], S, C, W, G, Gb,
-                                     markW, markb, touched, touched_b, nt, nb, fit_intercept,
-                                     inv_count, ridge_y, ridge_S, sweep)
-    _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
-               t, rho, sweep)
+            nt, nb = _accumulate_row(X, batch[i], i, y[i], W, buf, cfg, nt, nb, sweep)
+    _apply_all(W, b, steps, buf, nt, nb, t, rho, sweep)
 
 
 @njit(cache=True, nogil=True)
@@ -405,54 +415,45 @@ def _pairs_by_class(batch_y, S, K, start, pairs):
 
 
 @njit(cache=True, nogil=True)
-def _iteration_by_class(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
-                        psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global, visits,
-                        rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb,
-                        touched, touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y,
-                        ridge_S):
+def _utilities_by_class(X, batch, W, b, buf, start, pairs):
+    """:func:`batch_utilities` class by class over the grouped pairs, ``W[k]`` in cache."""
+    m = buf.S.shape[1]
+    for k in range(W.shape[0]):
+        for q in range(start[k], start[k + 1]):
+            i = pairs[q] // (m + 1)
+            j = pairs[q] - i * (m + 1)
+            n = batch[i]
+            v = b[k] + _row_dot(X.indices, X.data, X.indptr[n], X.indptr[n + 1], W, k)
+            if j == m:
+                buf.psi_y[i] = v
+            else:
+                buf.psi_S[i, j] = v
+
+
+@njit(cache=True, nogil=True)
+def _iteration_by_class(X, draws, W, b, local, steps, buf, cfg, t, rho):
     """:func:`ar_iteration` class by class, for weights larger than the cache (Bibtex's):
     the utilities and the gradient of one class are computed over all its pairs of the
     minibatch while its rows of W and G stay in cache; the rows of X (the minibatch's, a
     few hundred kB) are read once per pair. Each coordinate of G receives the same terms in
     the same order (rows ascending) as row by row: the results are the same bit for bit."""
+    batch, S, C, G, markW, touched = draws.batch, buf.S, buf.C, buf.G, buf.markW, buf.touched
+    indices, data, inv_count = X.indices, X.data, cfg.inv_count
     m = S.shape[1]
-    K = W.shape[0]
+    K, D = W.shape
     B = batch.shape[0]
-    subsample_classes(u, y, K, S, mark)
+    subsample_classes(draws.u, draws.y, K, S, buf.mark)
     start = np.empty(K + 1, np.int64)
     pairs = np.empty(B * (m + 1), np.int64)
-    _pairs_by_class(y, S, K, start, pairs)
-    for k in range(K):   # utilities, W[k] in cache
-        for q in range(start[k], start[k + 1]):
-            i = pairs[q] // (m + 1)
-            j = pairs[q] - i * (m + 1)
-            n = batch[i]
-            v = b[k] + _row_dot(indices, data, indptr[n], indptr[n + 1], W, k)
-            if j == m:
-                psi_y[i] = v
-            else:
-                psi_S[i, j] = v
-    if model == _OVE:
-        ove_coefficients(psi_y, psi_S, K, scale, C, elbo)
-    else:
-        for i in range(B):
-            c = t
-            if not global_clock:
-                visits[batch[i]] += 1
-                c = visits[batch[i]]
-            rate[i] = min(1.0, rate0 * (1.0 + c) ** -0.9)
-        if model == _SOFTMAX:
-            softmax_local_step(psi_y, psi_S, log_eta, batch, rate, K, scale, C, elbo)
-        else:
-            noise_local_step(model, psi_y, psi_S, mu, gamma, batch, u_local, u_global, rate,
-                             K, scale, C, elbo)
+    _pairs_by_class(draws.y, S, K, start, pairs)
+    _utilities_by_class(X, batch, W, b, buf, start, pairs)
+    _local_block(draws, local, buf, cfg, K, t, slice(0, B))
     cy = np.zeros(B)   # the label's coefficient of each row, summed as _accumulate_row does
     for i in range(B):
         for j in range(m):
             cy[i] += C[i, j]
-    D = W.shape[1]
-    penalise = ridge_y > 0.0
-    sweep = _sweeps(indptr, batch, m, W.size)
+    penalise = cfg.ridge_y > 0.0
+    sweep = _sweeps(X.indptr, batch, m, W.size)
     nt = 0
     nb = 0
     for k in range(K):   # the gradient, G[k] in cache
@@ -462,13 +463,13 @@ def _iteration_by_class(model, indptr, indices, data, batch, y, u, S, mark, W, b
             n = batch[i]
             if j < m:
                 c = -C[i, j]
-                r = ridge_S
+                r = cfg.ridge_S
             else:
                 c = cy[i]
-                r = ridge_y
+                r = cfg.ridge_y
             # _accumulate_row's loop, written out: as a shared helper numba called it,
             # 2.6x slower on the featureless toy, whose pairs are all call and no work
-            for p in range(indptr[n], indptr[n + 1]):
+            for p in range(X.indptr[n], X.indptr[n + 1]):
                 col = indices[p]
                 if not sweep and markW[k, col] == 0:
                     touched[nt] = k * D + col
@@ -477,14 +478,13 @@ def _iteration_by_class(model, indptr, indices, data, batch, y, u, S, mark, W, b
                 G[k, col] += c * data[p]
                 if penalise:
                     G[k, col] -= r * inv_count[col] * W[k, col]
-            if fit_intercept:
-                if markb[k] == 0:
-                    markb[k] = 1
-                    touched_b[nb] = k
+            if cfg.fit_intercept:
+                if buf.markb[k] == 0:
+                    buf.markb[k] = 1
+                    buf.touched_b[nb] = k
                     nb += 1
-                Gb[k] += c
-    _apply_all(W, b, G, Gb, sW, sb, stampW, stampb, markW, markb, touched, touched_b, nt, nb,
-               t, rho, sweep)
+                buf.Gb[k] += c
+    _apply_all(W, b, steps, buf, nt, nb, t, rho, sweep)
 
 
 #: weights (K·D float64) above this many bytes take the class-by-class iteration
@@ -492,11 +492,8 @@ _BY_CLASS_BYTES = 512 * 1024
 
 
 @njit(cache=True, nogil=True)
-def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y, psi_S, C,
-                 elbo, rate, log_eta, mu, gamma, u_local, u_global, visits, rate0,
-                 global_clock, G, Gb, sW, sb, stampW, stampb, markW, markb, touched,
-                 touched_b, t, rho, fit_intercept, inv_count, scale, ridge_y, ridge_S):
-    """One whole iteration of A&R (``model`` a :class:`Model` code; OVE too) in one call.
+def ar_iteration(X, draws, W, b, local, steps, buf, cfg, t, rho):
+    """One whole iteration of A&R (``cfg.model`` a :class:`Model` code; OVE too) in one call.
 
     The subsets ``S_n`` (:func:`subsample_classes`), the utilities (:func:`batch_utilities`),
     the local step (:func:`softmax_local_step`, :func:`noise_local_step` or
@@ -508,25 +505,19 @@ def ar_iteration(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y
     at most 4× the minibatch's (row, class) pairs, so that grouping them by class costs
     O(|B|·|S|), never O(K) alone.
 
-    The local step size is ``α = min(1, rate0 (1 + c)^−0.9)`` with ``c = t``
-    (``global_clock``) or the row's visits (``visits[n]``, incremented here; OVE has none),
-    written to ``rate`` (|B|,). Other arguments are those of the separate kernels (``y`` and
-    ``u`` the minibatch's labels and subset uniforms); model arrays it does not use may be
-    empty.
+    The inputs come in bundles built once per fit (:class:`Scratch`, :class:`StepState`,
+    :class:`LocalState`, :class:`Settings`) or per iteration (:class:`Draws`): X the
+    training rows (:class:`~xclib._numba.CSR`), ``W``, ``b`` the weights, ``t`` the
+    iteration (from 1) and ``rho`` its step-size factor. The local step size is
+    ``α = min(1, rate0 (1 + c)^−0.9)`` with ``c = t`` (``global_clock``) or the row's visits
+    (``local.visits[n]``, incremented here; OVE has none), written to ``buf.rate``. Arrays a
+    model does not use may be empty.
 
     Cost O(|B| · (|S|+1) · nnz(x)) per iteration, never O(K·D) on its own: the step sweeps
     the K·D marks only when the minibatch has more than K·D/4 (row, class, feature) triples.
     """
-    pairs = batch.shape[0] * (S.shape[1] + 1)
+    pairs = draws.batch.shape[0] * (buf.S.shape[1] + 1)
     if W.size * 8 > _BY_CLASS_BYTES and W.shape[0] <= 4 * pairs:
-        _iteration_by_class(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
-                            psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global,
-                            visits, rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW,
-                            markb, touched, touched_b, t, rho, fit_intercept, inv_count, scale,
-                            ridge_y, ridge_S)
+        _iteration_by_class(X, draws, W, b, local, steps, buf, cfg, t, rho)
     else:
-        _iteration_by_rows(model, indptr, indices, data, batch, y, u, S, mark, W, b, psi_y,
-                           psi_S, C, elbo, rate, log_eta, mu, gamma, u_local, u_global,
-                           visits, rate0, global_clock, G, Gb, sW, sb, stampW, stampb, markW,
-                           markb, touched, touched_b, t, rho, fit_intercept, inv_count, scale,
-                           ridge_y, ridge_S)
+        _iteration_by_rows(X, draws, W, b, local, steps, buf, cfg, t, rho)
