@@ -17,7 +17,7 @@ a ratio is the median over the rounds of the ratio within a round (a slow spell 
 whole round), printed with its range, and OVE runs twice a round: its ratio to itself is the
 error of that statistic. Not part of the test suite.
 
-The estimator runs one fused kernel per iteration (:func:`~xclib.augment_reduce.kernels.
+The estimator runs one fused kernel per iteration (:func:`~xclib.augment_reduce.iteration.
 ar_iteration`: one pass over each minibatch row when W fits in cache, as on MNIST; class by
 class when it does not, as on Bibtex, so that each class's rows of W and G stay in cache). ``--profile`` times one epoch of softmax A&R
 (and of OVE) with that kernel, and splits an epoch of the same computation by the separate
@@ -36,9 +36,8 @@ import scipy.sparse as sp
 from xclib import datasets
 from xclib.augment_reduce import AugmentReduce
 from xclib._numba import csr_arrays
-from xclib.augment_reduce.kernels import (
-    ar_iteration, batch_utilities, global_step, subsample_classes,
-)
+from xclib.augment_reduce.iteration import ar_iteration
+from xclib.augment_reduce.kernels import batch_utilities, global_step, subsample_classes
 from xclib.augment_reduce.state import Draws, local_step, start_state
 from xclib.book import warm_up
 

@@ -484,7 +484,7 @@ def test_class_by_class_iteration_is_the_row_by_row_one_bit_for_bit(model, D, de
     """The two schedules of :func:`ar_iteration` (row by row for weights in cache, class by
     class for larger ones) give the same numbers exactly, through the sweep of the marks
     (D = 12) and the touch list (D = 400)."""
-    from xclib.augment_reduce import kernels as KN
+    from xclib.augment_reduce import iteration as KN
     rng = np.random.default_rng(13)
     N, K = 90, 7
     X = sp.random(N, D, density=density, random_state=3, format="csr")

@@ -16,7 +16,8 @@ The package reads like the chapter:
    bound (10), and eq. (5) by importance sampling;
 2. :mod:`.kernels`: one iteration of stochastic variational EM (class subsets, utilities, the
    local steps of Algorithms 1-2, the OVE coefficients, and the shared global step with the
-   adaptive step size of Section 4 and the ridge);
+   adaptive step size of Section 4 and the ridge), and :mod:`.iteration`, the same kernels
+   fused into one call per iteration;
 3. :mod:`.state`: the fit's state, the kernels' inputs as typed bundles built once per fit
    (:class:`Settings`, :class:`Scratch`, :class:`StepState`, :class:`LocalState`) or per
    iteration (:class:`Draws`);

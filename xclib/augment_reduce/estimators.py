@@ -17,7 +17,7 @@ from ..base import (
 from ..metrics import score_blocks, softmax_loss_and_error
 from ..streaming import row_log_losses
 from .bounds import MODELS, Model, log_likelihood_is
-from .kernels import ar_iteration
+from .iteration import ar_iteration
 from .state import start_state
 
 __all__ = ["AugmentReduce"]
@@ -237,7 +237,7 @@ class AugmentReduce(_Likelihood, _Fitting, IterativeSoftmaxEstimator):
 
 def _one_epoch(est, st, X, y, rng):
     """One epoch: ⌊N/|B|⌋ iterations over a fresh permutation, one fused kernel call each
-    (:func:`~.kernels.ar_iteration`); the draws are taken in the order of the separate steps
+    (:func:`~.iteration.ar_iteration`); the draws are taken in the order of the separate steps
     (subset uniforms, then the noise draws), into buffers allocated once per fit."""
     N, B = st.n_rows, st.batch
     perm = rng.permutation(N)

@@ -1,6 +1,6 @@
 """An A&R fit's state: the kernels' inputs as typed bundles, built once per fit.
 
-:func:`~.kernels.ar_iteration` takes ten arguments: the training rows
+:func:`~.iteration.ar_iteration` takes ten arguments: the training rows
 (:class:`~xclib._numba.CSR`), the weights ``W``, ``b``, the iteration ``t`` and its step-size
 factor ``rho``, and five bundles, each a ``NamedTuple`` of arrays and scalars that numba
 compiles as one typed argument. :class:`Settings`, :class:`Scratch`, :class:`StepState` and
@@ -190,7 +190,7 @@ def noise_draws(st, rng):
 
 def local_step(st, batch, t, rng):
     """The local (E) step of the minibatch by the separate kernels (the fused iteration does
-    it inside :func:`~.kernels.ar_iteration`); fills ``st.buf.C``."""
+    it inside :func:`~.iteration.ar_iteration`); fills ``st.buf.C``."""
     B, K, buf, cfg, loc = st.batch, st.n_classes, st.buf, st.cfg, st.local
     if st.model == Model.OVE:
         ove_coefficients(buf.psi_y, buf.psi_S, K, cfg.scale, buf.C, buf.elbo)
