@@ -25,7 +25,7 @@ different rounds.
    Beside the Implicit/vanilla ratio, what the solve costs: with ``t_v`` the vanilla step,
    ``t_c`` its coefficients (:func:`double_sum_coefficients`), ``t_s`` the 1-D solve
    (:func:`implicit_step`) and ``t_b`` the same solves per step in the epoch's batches of 16
-   side by side (:func:`xclib.unbiased.implicit._lane_solves`), each timed alone on the states
+   side by side (:func:`xclib.unbiased.implicit_epoch._lane_solves`), each timed alone on the states
    after one epoch of the benchmark's own Implicit SGD run, a vanilla step with its two exps
    replaced by the batched solve runs at ``t_v / (t_v − t_c + t_b)`` of vanilla's speed (an
    estimate, not a bound: the batches also let the loads of 16 steps overlap); at K = 10^5
@@ -127,7 +127,9 @@ from scipy.special import lambertw
 from sklearn.preprocessing import normalize
 
 from xclib import unbiased
-from xclib.unbiased.implicit import _BATCH, _lane_solves, implicit_step
+from xclib._numba import csr_arrays
+from xclib.unbiased.implicit import implicit_step
+from xclib.unbiased.implicit_epoch import _BATCH, _lane_solves
 from xclib.unbiased.kernels import double_sum_coefficients
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -149,10 +151,11 @@ def kernels(X, y, rows, ks, sq, K, alpha=0.0):
     """The epoch kernels at the paper's setting (alpha = 0), or with a ridge (per-row scales)."""
     beta = np.ones(K)
     csr = (X.indptr, X.indices, X.data)
+    rows_csr = csr_arrays(X)
     return {
-        "vanilla": lambda W, u: unbiased.sgd_epoch(*csr, sq, y, W, u, rows, ks, 1e-3, False,
+        "vanilla": lambda W, u: unbiased.sgd_epoch(rows_csr, sq, y, W, u, rows, ks, 1e-3, False,
                                                    np.inf, alpha, beta, np.inf, np.inf),
-        "umax": lambda W, u: unbiased.sgd_epoch(*csr, sq, y, W, u, rows, ks, 1e-1, False, 1.0,
+        "umax": lambda W, u: unbiased.sgd_epoch(rows_csr, sq, y, W, u, rows, ks, 1e-1, False, 1.0,
                                                 alpha, beta, np.inf, np.inf),
         "implicit_bisection": lambda W, u: unbiased.implicit_epoch(
             *csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, False),

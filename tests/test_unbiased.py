@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from xclib.base import DivergenceWarning
 from xclib.exact import SoftmaxRegression
 from xclib.metrics import softmax_log_loss
+from xclib._numba import csr_arrays
 from xclib.unbiased import (
     ImplicitSGD, UMax, VanillaSGD, class_weights, double_sum_coefficients,
     double_sum_objective, implicit_epoch, implicit_step, optimal_u, sgd_epoch, umax_bounds,
@@ -179,7 +180,7 @@ def test_sgd_epoch_matches_numpy(raman, delta, alpha, lr):
         b_w = 0.8  # a binding bound, to exercise the projection
     sq = np.sum(X * X, axis=1)
     W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
-    sgd_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, rows, ks, lr, raman, delta, alpha,
+    sgd_epoch(csr_arrays(Xs), sq, y, W1, u1, rows, ks, lr, raman, delta, alpha,
               beta, b_u, b_w)
     _sgd_numpy(X, y, W2, u2, rows, ks, lr, raman, delta, alpha, beta, b_u, b_w)
     assert np.all(np.isfinite(W1)) and not np.array_equal(W1, W)
@@ -509,7 +510,7 @@ def test_sgd_epoch_sampled_matches_numpy(sampling, m, delta, alpha, lr):
         b_w = 0.8  # binding
     sq = np.sum(X * X, axis=1)
     W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
-    sgd_epoch_sampled(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, rows, ks, lr, delta, alpha,
+    sgd_epoch_sampled(csr_arrays(Xs), sq, y, W1, u1, rows, ks, lr, delta, alpha,
                       beta, b_u, b_w)
     _sgd_sampled_numpy(X, y, W2, u2, rows, ks, lr, delta, alpha, beta, b_u, b_w)
     assert np.all(np.isfinite(W1)) and not np.array_equal(W1, W)
@@ -530,7 +531,7 @@ def test_one_sampled_class_is_the_single_class_kernel(delta, alpha):
     beta = class_weights(y, 4)
     b_w, b_u = umax_bounds(Xs, 4, alpha)
     W1, u1, W2, u2 = W.copy(), u.copy(), W.copy(), u.copy()
-    csr = (Xs.indptr, Xs.indices, Xs.data, sq, y)
+    csr = (csr_arrays(Xs), sq, y)
     sgd_epoch(*csr, W1, u1, rows, ks, 0.1, False, delta, alpha, beta, b_u, b_w)
     sgd_epoch_sampled(*csr, W2, u2, rows, ks[:, None].copy(), 0.1, delta, alpha, beta, b_u, b_w)
     np.testing.assert_allclose(W1, W2, rtol=1e-13, atol=1e-15)
@@ -607,7 +608,7 @@ def test_small_exponential_matches_math_exp():
         assert abs(_exp_small(x) - math.exp(x)) <= 4e-16 * math.exp(x)
 
 
-# -- Implicit SGD in batches (xclib.unbiased.implicit._implicit_epoch_batched) ----------------
+# -- Implicit SGD in batches (xclib.unbiased.implicit_epoch._implicit_epoch_batched) ----------------
 def _batch_problem(K, n=600, d=40, seed=0, n_classes_drawn=None):
     """Rows of unit norm (as the chapter's data) and one empty row (‖x‖ = 0)."""
     from sklearn.preprocessing import normalize
@@ -635,7 +636,7 @@ def test_batched_implicit_epoch_is_the_step_by_step_epoch(lr, drawn):
     K = 8000 (two of them share a bit; every shared class must still end a batch); at
     lr = 30 most lanes are not finished and the epoch goes on one step at a time. With a
     ridge it goes one step at a time."""
-    from xclib.unbiased.implicit import (
+    from xclib.unbiased.implicit_epoch import (
         _BATCH_MIN_CLASSES, _SEEN_BITS, _implicit_epoch_batched, _implicit_epoch_steps)
     K = 8000 if drawn == "ids above the bit sets" else 1000
     assert K >= _BATCH_MIN_CLASSES
@@ -671,7 +672,7 @@ def test_lane_solves_agree_with_the_scalar_solver_where_done():
     """Each finished lane is the scalar solver's root to within its tolerance: on the states
     of an SGD run on rows of unit norm (after an epoch; nearly all finished) and on extreme
     ones (the rest go to the scalar solver, checked above)."""
-    from xclib.unbiased.implicit import _implicit_epoch_steps, _lane_solves
+    from xclib.unbiased.implicit_epoch import _implicit_epoch_steps, _lane_solves
     K = 1000
     X, y, rows, ks, sq = _batch_problem(K)
     cases = []

@@ -10,10 +10,13 @@ from sklearn.datasets import make_blobs
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import InvalidParameterError
 
+from xclib._numba import csr_arrays
 from xclib.metrics import softmax_log_loss
-from xclib.unbiased import class_weights, double_sum_objective, implicit_epoch
+from xclib.unbiased import (
+    MinibatchImplicitSGD, class_weights, double_sum_objective, implicit_epoch,
+)
 from xclib.unbiased.minibatch import (
-    MinibatchImplicitSGD, batch_factors, batch_objective, draw_batch_classes, inner_gradient,
+    Batches, batch_factors, batch_objective, draw_batch_classes, inner_gradient,
     inner_hvp, inner_objective, minibatch_class_weights, minibatch_epoch,
 )
 
@@ -24,9 +27,9 @@ def _step(X, y, W, u, bptr, brows, order, classes, lr, alpha, beta, tol=1e-12):
     W, u = W.copy(), u.copy()
     B, M, rank = batch_factors(X, bptr, brows)
     omega = (bptr.shape[0] - 1) / X.shape[0]
-    minibatch_epoch(X.indptr, X.indices, X.data, y, W, u, np.asarray(order, np.int64),
-                    np.asarray(classes, np.int64), bptr, brows, B, M, rank, lr, omega, alpha,
-                    beta, tol, 200)
+    minibatch_epoch(csr_arrays(X), y, W, u, np.asarray(order, np.int64),
+                    np.asarray(classes, np.int64), Batches(bptr, brows, B, M, rank), lr, omega,
+                    alpha, beta, tol, 200)
     return W, u
 
 

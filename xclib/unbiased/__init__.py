@@ -35,19 +35,21 @@ The package reads like the chapter, in the files every chapter package of ``xcli
                    U-max bounds of Appendix A
 ``kernels.py``     the numba kernels: the stochastic-gradient coefficients of eqs. 7 and 8,
                    the U-max rule of Algorithm 1, the epochs of vanilla SGD and U-max
-``implicit.py``    the Implicit SGD step of Appendix F.1 and its epoch kernel
-``estimators.py``  :class:`VanillaSGD`, :class:`UMax`, :class:`ImplicitSGD`
-``minibatch.py``   :class:`MinibatchImplicitSGD` (Appendix F.3: n datapoints and m classes)
+``implicit.py``    the Implicit SGD step of Appendix F.1 (one 1-D solve)
+``implicit_epoch.py``  its epoch kernels (one step at a time, or batches of steps in lanes)
+``minibatch.py``   the kernels of Appendix F.3 (n datapoints and m classes a step)
+``estimators.py``  :class:`VanillaSGD`, :class:`UMax`, :class:`ImplicitSGD`,
+                   :class:`MinibatchImplicitSGD`
 
 Everything is importable from ``xclib.unbiased``.
 """
-from .estimators import ImplicitSGD, UMax, VanillaSGD
-from .implicit import _implicit_a, implicit_epoch, implicit_step, implicit_u_derivative
+from .estimators import ImplicitSGD, MinibatchImplicitSGD, UMax, VanillaSGD
+from .implicit import _implicit_a, implicit_step, implicit_u_derivative
+from .implicit_epoch import implicit_epoch
 from .kernels import (
     CLASS_SAMPLING, double_sum_coefficients, draw_class_sets, sgd_epoch, sgd_epoch_sampled,
     umax_increase,
 )
-from .minibatch import MinibatchImplicitSGD
 from .objective import (
     FORMULATIONS, class_weights, double_sum_objective, optimal_u, umax_bounds,
 )

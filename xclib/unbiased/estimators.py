@@ -1,5 +1,6 @@
 """The estimators of Fagan & Iyengar (see :mod:`xclib.unbiased`): :class:`VanillaSGD`,
-:class:`UMax` and :class:`ImplicitSGD`, one datapoint and one class (or m classes) per step."""
+:class:`UMax` and :class:`ImplicitSGD`, one datapoint and one class (or m classes) per step,
+and :class:`MinibatchImplicitSGD` (Appendix F.3, kernels in :mod:`.minibatch`)."""
 from __future__ import annotations
 
 import math
@@ -8,18 +9,24 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._numba import SHUFFLE_MODES, draw_other_classes, epoch_order
+from threadpoolctl import threadpool_limits
+
+from .._numba import SHUFFLE_MODES, csr_arrays, draw_other_classes, epoch_order
 from ..base import (
-    ALPHA, DECAY, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE, STOP_TOL, TOL,
-    VERBOSE, WARM_START, Interval,
+    ALPHA, DECAY, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
+    STOP_TOL, TOL, VERBOSE, WARM_START, Interval,
     IterativeSoftmaxEstimator, StrOptions, max_row_norm,
 )
 from ..streaming import StreamingFit, row_log_losses
-from .implicit import implicit_epoch
+from .implicit_epoch import implicit_epoch
 from .kernels import CLASS_SAMPLING, draw_class_sets, sgd_epoch, sgd_epoch_sampled
+from .minibatch import (
+    Batches, batch_factors, draw_batch_classes, make_batches, minibatch_class_weights,
+    minibatch_epoch,
+)
 from .objective import FORMULATIONS, class_weights, umax_bounds
 
-__all__ = ["VanillaSGD", "UMax", "ImplicitSGD"]
+__all__ = ["VanillaSGD", "UMax", "ImplicitSGD", "MinibatchImplicitSGD"]
 
 
 # -- estimators ------------------------------------------------------------------------------
@@ -202,7 +209,7 @@ class VanillaSGD(StreamingFit, _DoubleSumSGD):
     def _run_epoch(self, state, X, y, epoch, rng):
         rows, ks, lr = self._draws(rng, y, state.W.shape[0], epoch)
         delta = float(getattr(self, "delta", np.inf))  # inf: no u-increase (vanilla SGD)
-        args = (X.indptr, X.indices, X.data, state.sqnorm, y, state.W, state.u, rows, ks, lr)
+        args = (csr_arrays(X), state.sqnorm, y, state.W, state.u, rows, ks, lr)
         if ks.ndim == 2:
             sgd_epoch_sampled(*args, delta, self._ridge(), state.beta, state.b_u, state.b_w)
         else:
@@ -286,3 +293,102 @@ class ImplicitSGD(StreamingFit, _DoubleSumSGD):
     def _finalize(self, state):
         super()._finalize(state)
         self.n_evals_ = list(state.evals)
+
+
+# -- Appendix F.3: minibatches of datapoints and classes ----------------------------------------------------------------------------
+@dataclass
+class _MinibatchState:
+    W: np.ndarray  # (K, D)
+    u: np.ndarray  # (N,)
+    beta: np.ndarray  # (K,) β_k of the minibatch sampling
+    batches: Batches  # the fixed minibatches and their factors
+    steps: list  # Newton steps per Implicit SGD step, per epoch
+
+
+class MinibatchImplicitSGD(_DoubleSumSGD):
+    """Implicit SGD with ``batch_size`` datapoints and ``n_sampled`` classes per step
+    (Fagan & Iyengar, Appendix F.3, eqs. 19–21; the module docstring has the derivation).
+
+    Each step solves ``argmin 2η f_{j,C} + ‖u − ũ‖² + ‖W − W̃‖²`` over the batch's ``u_i``
+    and the touched ``w_k`` to ``solver_tol``: stable for any learning rate. For
+    ``batch_size = n_sampled = 1`` it is :class:`~xclib.unbiased.ImplicitSGD`'s step.
+
+    Parameters
+    ----------
+    learning_rate : "auto" or float > 0, η (η_t = η·decay^epoch) on ``f_{j,C}``, whose data
+        part is the *mean* over the batch (ω = J/N ≈ 1/n): the paper's ``η p_j^{-1}`` is
+        ``η/n`` here; an epoch is ``ceil(N/n)`` steps, so a rate comparable to ImplicitSGD's
+        ``η₁`` is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD). ``"auto"``
+        (default): 10 on the rows divided by a power of two, as :class:`~xclib.ImplicitSGD`.
+    n_epochs, tol, n_iter_no_change : at most ``n_epochs`` epochs, stopping as ImplicitSGD's
+    decay : float in (0, 1]
+    batch_size : int ≥ 1, n: rows per fixed minibatch S_j (F.3.1)
+    n_sampled : int ≥ 1, m: classes drawn outside the batch's labels (clipped to K − |L_j|)
+    alpha : float ≥ 0, ridge, the paper's μ = alpha·N
+    solver_tol : float ≥ 0, ε of the inner solver: the step's W is within ``solver_tol``
+        (Frobenius) of its exact value (0: to round-off)
+    solver_max_iter : int ≥ 1, Newton steps per Implicit SGD step (inner solver)
+    u_init : None (log K) or in [0, log K], as ImplicitSGD
+    random_state, verbose : as usual ; warm_start : as ImplicitSGD (no partial_fit: the fixed
+        minibatches of F.3.1 are drawn over the whole training set)
+
+    Attributes
+    ----------
+    coef_, intercept_ (None), classes_, history_, diverged_, n_epochs_, u_ (N,),
+    n_newton_ : mean Newton steps per Implicit SGD step, per epoch.
+    """
+
+    _auto_learning_rate = 10.0
+    _parameter_constraints = {
+        "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
+        "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_sampled": [Interval(Integral, 1, None, closed="left")],
+        "solver_tol": TOL, "solver_max_iter": MAX_ITER,
+        "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
+        "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
+    }
+
+    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 batch_size=10, n_sampled=5, alpha=1e-4, decay=0.9, solver_tol=1e-8,
+                 solver_max_iter=50, u_init=None, random_state=None, verbose=False,
+                 warm_start=False):
+        self.learning_rate = learning_rate
+        self.n_epochs = n_epochs
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.batch_size = batch_size
+        self.n_sampled = n_sampled
+        self.alpha = alpha
+        self.decay = decay
+        self.solver_tol = solver_tol
+        self.solver_max_iter = solver_max_iter
+        self.u_init = u_init
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    def _init_state(self, X, y, rng):
+        base = super()._init_state(X, y, rng)  # W = 0, u = u_init, checks u_init
+        K = self.classes_.shape[0]
+        bptr, brows = make_batches(rng, X.shape[0], int(self.batch_size))
+        batches = Batches(bptr, brows, *batch_factors(X, bptr, brows))
+        beta = minibatch_class_weights(y, bptr, brows, K, int(self.n_sampled))
+        return _MinibatchState(W=base.W, u=base.u, beta=beta, batches=batches, steps=[])
+
+    def _run_epoch(self, state, X, y, epoch, rng):
+        bptr, brows = state.batches.bptr, state.batches.brows
+        J = bptr.shape[0] - 1
+        order = rng.permutation(J).astype(np.int64)
+        classes = draw_batch_classes(rng, y, bptr, brows, order, state.W.shape[0],
+                                     int(self.n_sampled))
+        lr = self._step_at(epoch)
+        with threadpool_limits(1, "blas"):  # n × n products: threads only spin
+            ns = minibatch_epoch(csr_arrays(X), y, state.W, state.u, order, classes,
+                                 state.batches, lr, J / X.shape[0], self._ridge(), state.beta,
+                                 float(self.solver_tol), int(self.solver_max_iter))
+        state.steps.append(ns / max(J, 1))
+
+    def _finalize(self, state):
+        super()._finalize(state)
+        self.n_newton_ = list(state.steps)

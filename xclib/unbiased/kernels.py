@@ -76,13 +76,12 @@ def _shrink_row(W, scale, q, j, rho, b_w):
 
 
 @njit(cache=True, nogil=True)
-def sgd_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, raman, delta, alpha, beta,
-              b_u, b_w):
+def sgd_epoch(X, sqnorm, y, W, u, rows, ks, lr, raman, delta, alpha, beta, b_u, b_w):
     """One epoch of vanilla SGD (``delta = inf``) or U-max (Algorithm 1) on the double sum.
 
     Parameters
     ----------
-    indptr, indices, data : CSR of X ; sqnorm : (N,) ``‖x_i‖²`` ; y : (N,) int labels
+    X : the rows (:class:`~xclib._numba.CSR`) ; sqnorm : (N,) ``‖x_i‖²`` ; y : (N,) int labels
     W : (K, D), u : (N,) updated in place ; rows, ks : (T,) the sampled datapoints and classes
     ``k ≠ y_i`` of each step ; lr : float η ; raman : bool, eq. (8) instead of eq. (6)
     delta : float, the U-max threshold δ (``inf``: no u-increase, i.e. vanilla SGD)
@@ -94,6 +93,7 @@ def sgd_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, raman, delta
     step ``w_j ← w_j / (1 + ηαβ_j)`` (the gradient step to O((ηαβ_j)²), stable for every η).
     O(nnz(x_i)) per step for any alpha (row scales; ``‖w_j‖²`` is tracked for the projection).
     """
+    indptr, indices, data = X
     n_classes, use_umax, project = W.shape[0], delta < np.inf, b_w < np.inf
     # without a ridge or a projection every row scale stays 1: the same arithmetic without
     # reading scale, beta and q (K-sized: at large K each read is another cache miss)
@@ -164,8 +164,7 @@ def draw_class_sets(rng, y, n_classes, n_sampled, sampling="others"):
 
 
 @njit(cache=True, nogil=True)
-def sgd_epoch_sampled(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, delta, alpha, beta,
-                      b_u, b_w):
+def sgd_epoch_sampled(X, sqnorm, y, W, u, rows, ks, lr, delta, alpha, beta, b_u, b_w):
     """One epoch of vanilla SGD (``delta = inf``) or U-max with m classes per step, on the
     proposed double sum (eq. 6 with the class sum estimated from m draws, Algorithm 1).
 
@@ -184,6 +183,7 @@ def sgd_epoch_sampled(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, delt
     only moves ``u_i``. For m = 1 and ``"others"`` it is :func:`sgd_epoch`'s step (tested).
     O(m · nnz(x_i)) per step.
     """
+    indptr, indices, data = X
     n_classes, use_umax, project = W.shape[0], delta < np.inf, b_w < np.inf
     m = ks.shape[1]
     scale = np.ones(n_classes)

@@ -47,27 +47,33 @@ and F.3.5's linear program is not needed. It stops at ``‖∇Φ‖ ≤ 2·tol``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 from threadpoolctl import threadpool_limits
 
 from .._numba import dense_dot, fold_row_scale, lambertw_exp, sparse_row_axpy, sparse_row_dot
-from ..base import (
-    ALPHA, DECAY, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
-    STOP_TOL, TOL, VERBOSE, WARM_START, Interval,
-)
-from .estimators import _DoubleSumSGD
 
 __all__ = [
-    "MinibatchImplicitSGD", "make_batches", "batch_factors", "minibatch_class_weights",
+    "Batches", "make_batches", "batch_factors", "minibatch_class_weights",
     "draw_batch_classes", "inner_objective", "inner_gradient", "inner_hvp", "solve_inner",
     "minibatch_epoch", "batch_objective",
 ]
 
 _RANK_TOL = 1e-10  # eigenvalues of the normalised Gram matrix below this are dropped
+
+
+class Batches(NamedTuple):
+    """The fixed minibatches of a fit and their factors (F.3.1, F.3.4), built once per fit
+    (:func:`make_batches`, :func:`batch_factors`) and passed to :func:`minibatch_epoch` as one
+    typed argument."""
+
+    bptr: np.ndarray   # (J + 1,) the fixed minibatches S_j = brows[bptr[j]:bptr[j+1]]
+    brows: np.ndarray  # (N,)
+    B: np.ndarray      # (J, n, n) the b_i of eq. (21), padded
+    M: np.ndarray      # (J, n, n) r_k = M a_k, padded
+    rank: np.ndarray   # (J,) q_j
 
 
 # -- the fixed minibatches and their precomputation (F.3.1, F.3.4) -------------------------
@@ -365,13 +371,16 @@ def solve_inner(Sb, Bs, yloc, logc, logk, rho1, tol, max_iter):
 
 # -- the epoch ---------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def minibatch_epoch(indptr, indices, data, y, W, u, order, classes, bptr, brows, Bfac, Mfac,
-                    rank, lr, omega, alpha, beta, tol, max_iter):
+def minibatch_epoch(X, y, W, u, order, classes, batches, lr, omega, alpha, beta, tol, max_iter):
     """One epoch: for step t, batch ``order[t]`` and classes ``classes[t]`` (−1 padded), the
     exact Implicit SGD step of the module docstring; W (row scales as in
     :func:`xclib.unbiased.implicit_epoch`) and u in place. O(n t nnz) for the scores and the
     update (t = |L_j ∪ C| ≤ n + m), O(n t q) per Newton-CG product. Returns the Newton steps.
-    If a step's problem overflows, W is set to NaN (the estimator's divergence check)."""
+    If a step's problem overflows, W is set to NaN (the estimator's divergence check).
+    X is the training rows (:class:`~xclib._numba.CSR`), ``batches`` the fit's
+    :class:`Batches`."""
+    indptr, indices, data = X
+    bptr, brows, Bfac, Mfac, rank = batches
     K = W.shape[0]
     scale = np.ones(K)
     pos = np.full(K, -1, dtype=np.int64)
@@ -436,108 +445,3 @@ def minibatch_epoch(indptr, indices, data, y, W, u, order, classes, bptr, brows,
             u[rows[i]] = u[rows[i]] - g + P[i]
     fold_row_scale(W, scale, -1, True)
     return steps
-
-
-# -- the estimator ----------------------------------------------------------------------------
-@dataclass
-class _MinibatchState:
-    W: np.ndarray  # (K, D)
-    u: np.ndarray  # (N,)
-    beta: np.ndarray  # (K,) β_k of the minibatch sampling
-    bptr: np.ndarray  # (J + 1,) the fixed minibatches S_j = brows[bptr[j]:bptr[j+1]]
-    brows: np.ndarray  # (N,)
-    B: np.ndarray  # (J, n, n) the b_i of eq. (21), padded
-    M: np.ndarray  # (J, n, n) r_k = M a_k, padded
-    rank: np.ndarray  # (J,) q_j
-    steps: list  # Newton steps per Implicit SGD step, per epoch
-
-
-class MinibatchImplicitSGD(_DoubleSumSGD):
-    """Implicit SGD with ``batch_size`` datapoints and ``n_sampled`` classes per step
-    (Fagan & Iyengar, Appendix F.3, eqs. 19–21; the module docstring has the derivation).
-
-    Each step solves ``argmin 2η f_{j,C} + ‖u − ũ‖² + ‖W − W̃‖²`` over the batch's ``u_i``
-    and the touched ``w_k`` to ``solver_tol``: stable for any learning rate. For
-    ``batch_size = n_sampled = 1`` it is :class:`~xclib.unbiased.ImplicitSGD`'s step.
-
-    Parameters
-    ----------
-    learning_rate : "auto" or float > 0, η (η_t = η·decay^epoch) on ``f_{j,C}``, whose data
-        part is the *mean* over the batch (ω = J/N ≈ 1/n): the paper's ``η p_j^{-1}`` is
-        ``η/n`` here; an epoch is ``ceil(N/n)`` steps, so a rate comparable to ImplicitSGD's
-        ``η₁`` is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD). ``"auto"``
-        (default): 10 on the rows divided by a power of two, as :class:`~xclib.ImplicitSGD`.
-    n_epochs, tol, n_iter_no_change : at most ``n_epochs`` epochs, stopping as ImplicitSGD's
-    decay : float in (0, 1]
-    batch_size : int ≥ 1, n: rows per fixed minibatch S_j (F.3.1)
-    n_sampled : int ≥ 1, m: classes drawn outside the batch's labels (clipped to K − |L_j|)
-    alpha : float ≥ 0, ridge, the paper's μ = alpha·N
-    solver_tol : float ≥ 0, ε of the inner solver: the step's W is within ``solver_tol``
-        (Frobenius) of its exact value (0: to round-off)
-    solver_max_iter : int ≥ 1, Newton steps per Implicit SGD step (inner solver)
-    u_init : None (log K) or in [0, log K], as ImplicitSGD
-    random_state, verbose : as usual ; warm_start : as ImplicitSGD (no partial_fit: the fixed
-        minibatches of F.3.1 are drawn over the whole training set)
-
-    Attributes
-    ----------
-    coef_, intercept_ (None), classes_, history_, diverged_, n_epochs_, u_ (N,),
-    n_newton_ : mean Newton steps per Implicit SGD step, per epoch.
-    """
-
-    _auto_learning_rate = 10.0
-    _parameter_constraints = {
-        "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
-        "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "n_sampled": [Interval(Integral, 1, None, closed="left")],
-        "solver_tol": TOL, "solver_max_iter": MAX_ITER,
-        "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
-        "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
-    }
-
-    def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
-                 batch_size=10, n_sampled=5, alpha=1e-4, decay=0.9, solver_tol=1e-8,
-                 solver_max_iter=50, u_init=None, random_state=None, verbose=False,
-                 warm_start=False):
-        self.learning_rate = learning_rate
-        self.n_epochs = n_epochs
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
-        self.batch_size = batch_size
-        self.n_sampled = n_sampled
-        self.alpha = alpha
-        self.decay = decay
-        self.solver_tol = solver_tol
-        self.solver_max_iter = solver_max_iter
-        self.u_init = u_init
-        self.random_state = random_state
-        self.verbose = verbose
-        self.warm_start = warm_start
-
-    def _init_state(self, X, y, rng):
-        base = super()._init_state(X, y, rng)  # W = 0, u = u_init, checks u_init
-        K = self.classes_.shape[0]
-        bptr, brows = make_batches(rng, X.shape[0], int(self.batch_size))
-        B, M, rank = batch_factors(X, bptr, brows)
-        beta = minibatch_class_weights(y, bptr, brows, K, int(self.n_sampled))
-        return _MinibatchState(W=base.W, u=base.u, beta=beta, bptr=bptr, brows=brows, B=B,
-                               M=M, rank=rank, steps=[])
-
-    def _run_epoch(self, state, X, y, epoch, rng):
-        J = state.bptr.shape[0] - 1
-        order = rng.permutation(J).astype(np.int64)
-        classes = draw_batch_classes(rng, y, state.bptr, state.brows, order,
-                                     state.W.shape[0], int(self.n_sampled))
-        lr = self._step_at(epoch)
-        with threadpool_limits(1, "blas"):  # n × n products: threads only spin
-            ns = minibatch_epoch(X.indptr, X.indices, X.data, y, state.W, state.u, order,
-                                 classes, state.bptr, state.brows, state.B, state.M,
-                                 state.rank, lr, J / X.shape[0], self._ridge(),
-                                 state.beta, float(self.solver_tol),
-                                 int(self.solver_max_iter))
-        state.steps.append(ns / max(J, 1))
-
-    def _finalize(self, state):
-        super()._finalize(state)
-        self.n_newton_ = list(state.steps)
