@@ -45,13 +45,11 @@ values everywhere.
 from __future__ import annotations
 
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 # scikit-learn's constraint language is private to it: imported here only (and the version
 # bounded in pyproject.toml); the modules of xclib take it from this module.
@@ -63,6 +61,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import predict as _predict
 from . import streaming as _streaming
+from .fitloop import (  # DivergenceWarning and HISTORY_KEYS re-exported (__all__)
+    HISTORY_KEYS, DivergenceWarning,
+    StopRule, Watch, copy_weights, divide_rows, finish_fit, finite, progress_bar, record_round,
+)
 from .metrics import softmax_loss_and_error
 from .steps import StepRules, max_row_norm, pow2_row_scale  # noqa: F401 (re-exported)
 
@@ -95,8 +97,6 @@ __all__ = [
     "StepRules",
 ]
 
-#: Columns of ``history_`` (one entry per completed epoch; ``eval_*`` are NaN without eval_set).
-HISTORY_KEYS = ("epoch", "time", "train_loss", "train_error", "eval_loss", "eval_error")
 
 
 #: The shared keywords and the constraint each accepts (scikit-learn's constraint language:
@@ -128,11 +128,6 @@ VOCABULARY = {
     "tolerance": ("tol", ("gtol", "eps")),
     "seed": ("random_state", ("seed", "rng")),
 }
-
-
-class DivergenceWarning(RuntimeWarning):
-    """A fit stopped because its loss blew up: it became non-finite, or it stayed above
-    ``IterativeSoftmaxEstimator._divergence_factor`` times its starting value (see there)."""
 
 
 def as_generator(random_state):
@@ -271,26 +266,6 @@ class LinearSoftmaxClassifier(ClassifierMixin, BaseEstimator):
         return pos.astype(np.int64)
 
 
-def _no_progress(est, start_loss, first_above, limit, moved):
-    """A fit whose loss never went below its start: diverged if some round blew up (the
-    weights swung between a blow-up and the start); else a warning, which says whether the
-    weights moved at all (or collapsed back to the start)."""
-    if first_above is not None:
-        est._diverge(first_above, f"loss above {limit:.4g} ({est._divergence_factor:g}× its "
-                                  f"start) and never below its start {start_loss:.4g}")
-    elif moved:
-        _warn_collapse(est, f"its training loss never went below its value at the starting "
-                            f"weights ({start_loss:.4g})")
-    else:
-        warnings.warn(
-            f"{type(est).__name__}: in {est.n_epochs_} round(s) the training loss stayed "
-            f"exactly at its value at the starting weights ({start_loss:.4g}): the weights did "
-            "not move, or collapsed back to zero (typically a learning rate so large that the "
-            "ridge's proximal shrink wipes out the rows each step touches, or a ridge alpha "
-            "that dominates features this small)",
-            ConvergenceWarning, stacklevel=3)
-
-
 class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxClassifier):
     """Base of the stochastic methods: the epoch loop, history, progress bar, divergence.
 
@@ -342,9 +317,8 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
         warm = _streaming.warm_weights(self)  # before the new y resets classes_
         X, y_enc = self._validate_fit(X, y)
         self._fit_scale, self._fit_step = self._resolve_step(X)
-        X = _divide_rows(X, self._fit_scale)
-        if eval_set is not None:
-            Xe, ye = _eval_arrays(self, eval_set)
+        X = divide_rows(X, self._fit_scale)
+        evaluate = _eval_arrays(self, eval_set) if eval_set is not None else None
         n_rounds = self._n_rounds()
         rng = as_generator(getattr(self, "random_state", None))  # deterministic: none
         state = self._init_state(X, y_enc, rng)
@@ -352,15 +326,11 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
         self.history_ = {k: [] for k in HISTORY_KEYS}
         self.diverged_ = False
         self.n_epochs_ = 0
-        coef, intercept, best_loss, _ = self._round_metrics(state, X, y_enc)
-        best = self._keep_best(state, coef, intercept)
-        limit = self._divergence_factor * max(abs(best_loss), 1.0) if np.isfinite(best_loss) \
-            else np.inf
-        start_loss, first_above = best_loss, None
-        above = 0
-        stop = _StopRule(self) if self._stops_on_tol else None
+        coef, intercept, start_loss, _ = self._round_metrics(state, X, y_enc)
+        watch = Watch(self, start_loss, self._keep_best(state, coef, intercept))
+        stop = StopRule(self) if self._stops_on_tol else None
         elapsed = 0.0
-        bar = _progress(n_rounds, type(self).__name__, self.verbose)
+        bar = progress_bar(n_rounds, type(self).__name__, self.verbose)
         try:
             for epoch in range(n_rounds):
                 t0 = time.perf_counter()
@@ -368,30 +338,12 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
                     self._run_epoch(state, X, y_enc, epoch, rng)
                 elapsed += time.perf_counter() - t0
                 coef, intercept, loss, err = self._round_metrics(state, X, y_enc)
-                if not np.isfinite(loss):
-                    self._diverge(epoch, "non-finite weights or loss")
+                if watch.diverged(epoch, loss, epoch + 1 == n_rounds):
                     break
-                above = above + 1 if loss > limit else 0
-                if above and first_above is None:
-                    first_above = epoch
-                if above:
-                    last = epoch + 1 == n_rounds
-                    if above >= self._divergence_patience or last:
-                        self._diverge(epoch, f"loss {loss:.4g} above {limit:.4g} "
-                                             f"({self._divergence_factor:g}× its start) "
-                                             f"for {above} round(s)")
-                        break
-                if loss <= best_loss or not np.isfinite(best_loss):
-                    best, best_loss = self._keep_best(state, coef, intercept), loss
-                if eval_set is not None:
-                    eloss, eerr = self._history_metrics(coef, intercept, Xe, ye)
-                else:
-                    eloss, eerr = np.nan, np.nan
-                for key, val in zip(
-                    HISTORY_KEYS, (epoch + 1, elapsed, loss, err, eloss, eerr)
-                ):
-                    self.history_[key].append(float(val) if key != "epoch" else int(val))
-                self.n_epochs_ = epoch + 1
+                watch.keep(state, coef, intercept, loss)
+                held_out = self._history_metrics(coef, intercept, *evaluate) \
+                    if evaluate is not None else (np.nan, np.nan)
+                record_round(self, epoch, elapsed, loss, err, *held_out)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss:.4g}")
@@ -400,32 +352,19 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
         finally:
             if bar is not None:
                 bar.close()
-        if not self.diverged_ and self.n_epochs_ and not best_loss < start_loss:
-            _no_progress(self, start_loss, first_above, limit,
-                         any(v != start_loss for v in self.history_["train_loss"]))
-        elif not self.diverged_ and self.n_epochs_:
-            _warn_if_collapsed(self, y_enc, start_loss)
-        _finish_fit(self, state, best, stop, n_rounds)
+        watch.settle(y_enc)
+        finish_fit(self, state, watch.best, stop, n_rounds)
         return self
 
     def _round_metrics(self, state, X, y):
         """(coef, intercept, loss, error) after a round (NaN: non-finite weights); a hook."""
         coef, intercept = self._coef(state)
         loss, err = self._history_metrics(coef, intercept, X, y) \
-            if _finite(coef, intercept) else (np.nan, np.nan)
+            if finite(coef, intercept) else (np.nan, np.nan)
         return coef, intercept, loss, err
 
     def _keep_best(self, state, coef, intercept):  # kept as coef_ if the fit diverges later
-        return _copy_weights(coef, intercept)
-
-    def _diverge(self, epoch, why):
-        self.diverged_ = True
-        warnings.warn(
-            f"{type(self).__name__} diverged in round {epoch + 1} ({why}; typically a "
-            "learning rate too large); keeping the weights with the lowest loss seen",
-            DivergenceWarning,
-            stacklevel=3,
-        )
+        return copy_weights(coef, intercept)
 
     # -- to implement ---------------------------------------------------------------------
     def _init_state(self, X, y, rng):  # pragma: no cover - abstract
@@ -441,106 +380,14 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
         """Set fitted attributes beyond ``coef_``/``intercept_`` from the final state."""
 
 
-def _finish_fit(est, state, best, stop, n_rounds):
-    """The fitted attributes at the end of :meth:`IterativeSoftmaxEstimator.fit`: the weights
-    (the best ones if it diverged) in the units of X, ``row_scale_``, ``learning_rate_``; the
-    warning of a fit whose budget ran out before the loss settled."""
-    if est.diverged_:
-        est.coef_, est.intercept_ = best
-    else:
-        est.coef_, est.intercept_ = _copy_weights(*est._coef(state))
-    if est._fit_scale != 1.0:
-        est.coef_ = est.coef_ / est._fit_scale  # W = V / s
-    est.row_scale_ = est._fit_scale
-    if isinstance(est._fit_step, Real):
-        est.learning_rate_ = float(est._fit_step) / est._fit_scale / est._fit_scale
-    est._finalize(state)
-    del est._fit_scale, est._fit_step  # a fitted model holds fitted attributes only
-    if not est.diverged_ and stop is not None and stop.tol is not None \
-            and not stop.converged and est.n_epochs_ == n_rounds:
-        warnings.warn(
-            f"{type(est).__name__} ran all {n_rounds} epochs before its training loss "
-            f"settled (the last {est.n_iter_no_change} did not all fail to lower it by "
-            f"tol={est.tol:g}); raise n_epochs, or pass tol=None to run a fixed number of "
-            "epochs", ConvergenceWarning, stacklevel=3)
-
-
-class _StopRule:
-    """*Stopping*: scikit-learn's rule (``SGDClassifier``): the fit stops once the training
-    loss of ``n_iter_no_change`` consecutive epochs failed to fall below the lowest loss seen
-    before them minus ``tol``; ``tol=None`` runs every epoch."""
-
-    def __init__(self, est):
-        self.tol = None if est.tol is None else float(est.tol)
-        self.patience = int(est.n_iter_no_change)
-        self.best, self.count, self.converged = np.inf, 0, False
-
-    def done(self, loss):
-        if self.tol is None:
-            return False
-        self.count = self.count + 1 if loss > self.best - self.tol else 0
-        self.best = min(self.best, loss)
-        self.converged = self.count >= self.patience
-        return self.converged
-
-
-def _warn_if_collapsed(est, y, start_loss):
-    """*No silent collapse*: a fit whose loss went below its start still warns when its final
-    loss is no better than the start, or when it predicts the training rows no better than
-    always answering the most frequent class (on at least 10 rows a class)."""
-    losses, errors = est.history_["train_loss"], est.history_["train_error"]
-    majority = float(np.bincount(y).max()) / y.shape[0]
-    accuracy = 1.0 - errors[-1]
-    if losses[-1] >= start_loss:
-        _warn_collapse(est, f"its final training loss {losses[-1]:.4g} is no better than at "
-                            f"the starting weights ({start_loss:.4g})")
-    elif accuracy <= majority < 1.0 and y.shape[0] >= 10 * est.classes_.shape[0]:
-        _warn_collapse(est, f"its training accuracy {accuracy:.3f} is no better than always "
-                            f"predicting the most frequent class ({majority:.3f})")
-
-
-def _warn_collapse(est, why):
-    warnings.warn(f"{type(est).__name__} learned nothing useful: {why}. Typically the step "
-                  "is too large or too small for these features (learning_rate='auto' "
-                  "derives it from the rows), or the ridge alpha is too large",
-                  ConvergenceWarning, stacklevel=4)
-
-
 def _eval_arrays(est, eval_set):
     """``eval_set`` validated: rows divided as the fit's, labels encoded with its classes."""
     if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
         raise ValueError("eval_set must be a pair (X_eval, y_eval)")
     Xe, ye = eval_set
     Xe = validate_data(est, Xe, accept_sparse="csr", dtype=np.float64, reset=False)
-    Xe = _divide_rows(as_csr(Xe), est._fit_scale)
+    Xe = divide_rows(as_csr(Xe), est._fit_scale)
     ye = est._encode(ye, "eval_set labels")
     if Xe.shape[0] != ye.shape[0]:
         raise ValueError(f"eval_set has {Xe.shape[0]} rows but {ye.shape[0]} labels")
     return Xe, ye
-
-
-def _divide_rows(X, s):
-    """``X / s`` for a power of two ``s`` (exact), or ``X`` itself when s = 1."""
-    if s == 1.0:
-        return X
-    X = X.copy()
-    X.data *= 1.0 / s
-    return X
-
-
-def _finite(coef, intercept):
-    return bool(np.all(np.isfinite(coef))) and (
-        intercept is None or bool(np.all(np.isfinite(intercept)))
-    )
-
-
-def _copy_weights(coef, intercept):
-    return np.array(coef, copy=True), None if intercept is None else np.array(intercept)
-
-
-def _progress(total, desc, verbose):
-    if not verbose:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="epoch")

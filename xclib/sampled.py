@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit
 
 from ._numba import (
-    LAZY_SCALE_MIN, SHUFFLE_MODES, epoch_order, fold_row_scale, logaddexp, sigmoid, softplus,
+    LAZY_SCALE_MIN, SHUFFLE_MODES, epoch_order, logaddexp, sigmoid, softplus,
     sparse_row_axpy, sparse_row_dot,
 )
 from .base import (

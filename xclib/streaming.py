@@ -126,7 +126,8 @@ class StreamingFit:
         """One pass over the chunk ``(X, y)``; ``classes`` (every class of the stream) is
         required on the first call and, when given later, must be the same."""
         # base imports this module: its names are taken at call time
-        from .base import HISTORY_KEYS, _copy_weights, _divide_rows, _finish_fit, as_generator
+        from .base import HISTORY_KEYS, as_generator
+        from .fitloop import copy_weights, diverge, divide_rows, finish_fit
 
         self._validate_params()
         first = not hasattr(self, "coef_")
@@ -142,11 +143,11 @@ class StreamingFit:
         if getattr(self, "_stream_rng", None) is None:
             self._stream_rng = as_generator(getattr(self, "random_state", None))
         self._fit_scale, self._fit_step = s, step
-        Xs = _divide_rows(X, s)
+        Xs = divide_rows(X, s)
         state = self._init_state(Xs, y_enc, self._stream_rng)
         if not first:
             self._set_weights(state, self.coef_ * s, self.intercept_)
-        before = _copy_weights(*self._coef(state))  # kept if this pass diverges
+        before = copy_weights(*self._coef(state))  # kept if this pass diverges
         t0 = time.perf_counter()
         with np.errstate(over="ignore", invalid="ignore"):
             self._run_epoch(state, Xs, y_enc, 0, self._stream_rng)
@@ -154,14 +155,14 @@ class StreamingFit:
         _, _, loss, err = self._round_metrics(state, Xs, y_enc)
         self.diverged_ = False
         if not np.isfinite(loss):
-            self._diverge(self.n_epochs_, "non-finite weights or loss on this chunk")
+            diverge(self, self.n_epochs_, "non-finite weights or loss on this chunk")
         self.n_epochs_ += 1
         self.t_ = getattr(self, "t_", 0) + Xs.shape[0]
         times = self.history_["time"]
         for key, val in zip(HISTORY_KEYS, (self.n_epochs_, (times[-1] if times else 0.0)
                                            + elapsed, loss, err, np.nan, np.nan)):
             self.history_[key].append(int(val) if key == "epoch" else float(val))
-        _finish_fit(self, state, before, None, 1)
+        finish_fit(self, state, before, None, 1)
         return self
 
     def _stream_chunk(self, X, y, classes, first):
