@@ -132,32 +132,10 @@ class Report:
         Without ``status`` the claim is recorded in the form of earlier versions (``tested``,
         ``ours`` a literal), which the tests no longer accept from a chapter.
         """
-        if status is None:
-            self.claims.append({"claim": text, "status": "unclassified", "holds": bool(holds),
-                                "tested": True if tested is None else bool(tested),
-                                "ours": _plain(ours), "paper": _plain(paper), "why": why})
-            return bool(holds)
-        if status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-        keys = [ours] if isinstance(ours, str) else list(ours or [])
-        missing = [k for k in keys if k not in self.values]
-        if missing:
-            raise ValueError(f"claim {text!r}: ours names values never recorded: {missing}")
-        if status != "not testable":
-            if holds is None or not keys:
-                raise ValueError(f"claim {text!r}: a {status} claim needs holds= and ours= "
-                                 "(recorded keys): a claim with nothing measured is no claim")
-        if status != "reproduced" and not why:
-            raise ValueError(f"claim {text!r}: a {status} claim needs why=")
-        if status == "not testable" and _SCALE_EXCUSES.search(why):
-            raise ValueError(f"claim {text!r}: not testable only for missing data or hardware, "
-                             f"never for scale: {why!r}")
-        self.claims.append({
-            "claim": text, "status": status,
-            "holds": None if holds is None else bool(holds),
-            "ours": {k: self.values[k] for k in keys}, "paper": _plain(paper), "why": why,
-        })
-        return holds
+        claim = _legacy_claim(text, holds, tested, ours, paper, why) if status is None \
+            else _checked_claim(self.values, text, holds, ours, paper, status, why)
+        self.claims.append(claim)
+        return bool(holds) if status is None else holds
 
     def save(self):
         """Write ``{"values": …, "claims": …}`` to ``results_path`` (creating folders)."""
@@ -180,20 +158,7 @@ class Report:
     def html(self):
         """The table as HTML: full text of every claim, its status (marked and coloured) beside
         it, then the paper's value and ours."""
-        head = "".join(f"<th>{h}</th>" for h in ("claim", "status", "paper", "ours"))
-        wrap = ' style="overflow-wrap:anywhere"'  # long value names break, not the page
-        body = []
-        for c in self.claims:
-            mark, colour = _MARK[c["status"]]
-            why = f"<br><small>{html.escape(c['why'])}</small>" if c["why"] else ""
-            body.append(
-                f"<tr><td>{html.escape(c['claim'])}</td>"
-                f'<td style="color:{colour};font-weight:600">{mark} {c["status"]}{why}</td>'
-                f"<td{wrap}>{html.escape(_short(c['paper']))}</td>"
-                f"<td{wrap}>{html.escape(_short(c['ours']))}</td></tr>"
-            )
-        return ('<table class="reproduction-check" style="text-align:left">'
-                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+        return _claims_html(self.claims)
 
     def counts(self):
         """Number of claims per status."""
@@ -224,3 +189,52 @@ def _disagrees(claim):
     if status == "not reproduced":
         return claim["holds"] is not False
     return False
+
+
+def _legacy_claim(text, holds, tested, ours, paper, why):
+    """A claim in the form of earlier versions (no status: ``tested``, ``ours`` a literal)."""
+    return {"claim": text, "status": "unclassified", "holds": bool(holds),
+            "tested": True if tested is None else bool(tested),
+            "ours": _plain(ours), "paper": _plain(paper), "why": why}
+
+
+def _checked_claim(values, text, holds, ours, paper, status, why):
+    """The record of a claim of :meth:`Report.claim`, after its rules: a known status, ``ours``
+    naming recorded values, ``holds`` and ``ours`` unless not testable, ``why`` unless
+    reproduced, and never "not testable" for scale."""
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    keys = [ours] if isinstance(ours, str) else list(ours or [])
+    missing = [k for k in keys if k not in values]
+    if missing:
+        raise ValueError(f"claim {text!r}: ours names values never recorded: {missing}")
+    if status != "not testable":
+        if holds is None or not keys:
+            raise ValueError(f"claim {text!r}: a {status} claim needs holds= and ours= "
+                             "(recorded keys): a claim with nothing measured is no claim")
+    if status != "reproduced" and not why:
+        raise ValueError(f"claim {text!r}: a {status} claim needs why=")
+    if status == "not testable" and _SCALE_EXCUSES.search(why):
+        raise ValueError(f"claim {text!r}: not testable only for missing data or hardware, "
+                         f"never for scale: {why!r}")
+    return {"claim": text, "status": status, "holds": None if holds is None else bool(holds),
+            "ours": {k: values[k] for k in keys}, "paper": _plain(paper), "why": why}
+
+
+def _claims_html(claims):
+    """The claims as an HTML table: claim, status (marked and coloured, with its why), the
+    paper's value, ours."""
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "status", "paper", "ours"))
+    wrap = ' style="overflow-wrap:anywhere"'  # long value names break, not the page
+    body = []
+    for c in claims:
+        mark, colour = _MARK[c["status"]]
+        why = f"<br><small>{html.escape(c['why'])}</small>" if c["why"] else ""
+        body.append(
+            f"<tr><td>{html.escape(c['claim'])}</td>"
+            f'<td style="color:{colour};font-weight:600">{mark} {c["status"]}{why}</td>'
+            f"<td{wrap}>{html.escape(_short(c['paper']))}</td>"
+            f"<td{wrap}>{html.escape(_short(c['ours']))}</td></tr>"
+        )
+    return ('<table class="reproduction-check" style="text-align:left">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
