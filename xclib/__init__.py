@@ -20,6 +20,7 @@ One module per paper, plus the shared parts:
                               scikit-learn's ``LogisticRegression()``
 ``xclib.base``, ``_numba``    the estimator contract and the shared primitives (numba
                               kernels, class sampling, epoch orders, the lazy ridge scale)
+``xclib.fitloop``             the epoch loop's bookkeeping: divergence, stopping, warnings
 ``xclib.steps``               the step from the data (``learning_rate="auto"``)
 ``xclib.streaming``           warm starts (``warm_start``) and ``partial_fit``
 ============================  ==========================================================
@@ -28,7 +29,12 @@ A chapter's package keeps one layout: ``estimators.py`` (the scikit-learn estima
 ``kernels.py`` (their numba kernels), ``objective.py`` (the exact objective and what the
 estimators check against), and files named after the paper's parts where it has more
 (``unbiased/implicit.py``, ``sqb/bound.py``, ``dsmlr/schedules.py``); no chapter package
-imports another.
+imports another. A kernel takes at most fifteen parameters: what a fit builds once (its
+settings, scratch buffers, step-size state) reaches a kernel as a typed bundle, a
+``NamedTuple`` that numba compiles as one argument (``augment_reduce/state.py``), and the
+rows of X as one :class:`~xclib._numba.CSR`. Estimator parameters are keyword-only.
+The book's plumbing (claim reports, the learning-rate explorer, caches and pools of the
+notebooks) lives in :mod:`xclib.book`, apart from the library.
 
 Every estimator speaks one vocabulary (scikit-learn's), checked before each fit by a table of
 parameter constraints, and each paper's symbol is mapped to it in the estimator's docstring:
