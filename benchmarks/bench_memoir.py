@@ -59,9 +59,9 @@ def oracle_bench(K, D, nq=1000, hnsw=True):
     t_mm = _batched(Xq, yq, W)
     print(f"K={Kw:>7} rows searched (of {K} generated)  exact numba {1e6 * t_ex / nq:8.1f} µs/q   "
           f"batched product {1e6 * t_mm / nq:8.1f} µs/q")
-    oracles = {"SimpleLSH-64": SimpleLSH(64, random_state=0),
-               "SimpleLSH-256": SimpleLSH(256, random_state=0),
-               "SimpleLSH-64 +top": SimpleLSH(64, n_top=max(16, Kw // 300), random_state=0)}
+    oracles = {"SimpleLSH-64": SimpleLSH(n_bits=64, random_state=0),
+               "SimpleLSH-256": SimpleLSH(n_bits=256, random_state=0),
+               "SimpleLSH-64 +top": SimpleLSH(n_bits=64, n_top=max(16, Kw // 300), random_state=0)}
     if hnsw:
         oracles["HNSW ef=200 faiss"] = HNSWMIPS(ef=200, ef_construction=200, backend="faiss")
         oracles["HNSW ef=200 hnswlib"] = HNSWMIPS(ef=200, ef_construction=200)

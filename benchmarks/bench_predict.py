@@ -107,9 +107,9 @@ def scan_bench(m, Xq, k):
 def oracles_for(K):
     return {
         "ExactMIPS": ExactMIPS(),
-        "SimpleLSH-64": SimpleLSH(64, random_state=0),
-        "SimpleLSH-64 K/10": SimpleLSH(64, n_candidates=max(16, K // 10), random_state=0),
-        "SimpleLSH-64 +top": SimpleLSH(64, n_top=max(16, K // 300), random_state=0),
+        "SimpleLSH-64": SimpleLSH(n_bits=64, random_state=0),
+        "SimpleLSH-64 K/10": SimpleLSH(n_bits=64, n_candidates=max(16, K // 10), random_state=0),
+        "SimpleLSH-64 +top": SimpleLSH(n_bits=64, n_top=max(16, K // 300), random_state=0),
         "HNSW hnswlib ef=100": HNSWMIPS(ef=100, ef_construction=200),
         "HNSW faiss ef=100": HNSWMIPS(ef=100, ef_construction=200, backend="faiss"),
     }

@@ -12,6 +12,7 @@ For each exported estimator class:
 """
 from __future__ import annotations
 
+import inspect
 import pickle
 import warnings
 
@@ -69,6 +70,22 @@ def test_every_parameter_validates_through_the_table(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_param_validation(cls.__name__, cls())
+
+
+#: classes whose parameters are keyword-only, as scikit-learn's (``Est(alpha)`` is an error)
+KEYWORD_ONLY = [
+    xclib.SoftmaxRegression, xclib.DSMLR, xclib.DataParallelLBFGS, xclib.Memoir, xclib.SQB,
+    xclib.MultinomialSQB, xclib.LogisticSGD, xclib.LogisticASGD, xclib.LogisticSAG,
+    xclib.LogisticLBFGS, xclib.SimpleLSH, xclib.HNSWMIPS,
+]
+
+
+@pytest.mark.parametrize("cls", KEYWORD_ONLY, ids=[c.__name__ for c in KEYWORD_ONLY])
+def test_parameters_are_keyword_only(cls):
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    assert params and all(p.kind is p.KEYWORD_ONLY for p in params), cls.__name__
+    with pytest.raises(TypeError, match="positional"):
+        cls(params[0].default)
 
 
 def _task(est, n=600, d=40, seed=0):

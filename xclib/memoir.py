@@ -16,6 +16,19 @@ Read top-down like the chapter:
    ``‖W‖ ≤ 1/√alpha``) or ``"l1"`` (Algorithm 2: step, truncate), ``oracle="simple_lsh" |
    "hnsw" | "exact"``, ``η_t = learning_rate / (1 + decay · t)``, batch ``100·√K`` (Table 4).
 
+The summed batch update
+-----------------------
+Algorithms 1 and 2 add ``±η_t·x_j`` for EVERY pair of the batch with a positive hinge: the
+per-pair steps are summed over the |b| pairs, not averaged, while the ℓ2 shrink is
+``W ← (1 − alpha·η_t)·W`` and the projection keeps ``‖W‖_F ≤ 1/√alpha``. One batch is thus
+``W ← W − η_t·|b|·(alpha/|b| · W + ĝ_b)`` with ĝ_b the batch MEAN of the hinge
+sub-gradient: a step of ``η_t·|b|`` in which the ridge weighs ``alpha/|b|``. For |b| = 1
+(Theorem 2) this is Pegasos on eq. 10; for |b| = 100√K the hinge steps are |b| times
+larger than the ridge's, so the ball of radius ``1/√alpha`` is what holds ``W`` back. The
+paper's λ = 1 (radius 1) suits its K ≥ 12 000, where a class sees about one pair per
+batch; at small K one batch moves a row much further and the projection erases it. To
+reproduce the paper, see :class:`Memoir`.
+
 Where SimpleLSH fails
 ---------------------
 On ALOI (K = 1,000, 128 dense colour-histogram features) ``Memoir()`` ends near 0.1 test
@@ -35,16 +48,17 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from .base import (ALPHA, LEARNING_RATE_AUTO, MAX_ITER, RANDOM_STATE, VERBOSE, WARM_START,
                    HasMethods, Interval, IterativeSoftmaxEstimator, StrOptions)
+from .memoir_data import make_prototype_data
 from .metrics import score_blocks
 from .mips import ORACLES, exact_argmax_other, make_oracle
 
-__all__ = ["hinge_step", "truncate_rows", "multiclass_hinge", "memoir_batch", "Memoir",
-           "MemoirState", "weight_memory", "make_prototype_data", "inexact_margin_bound"]
+__all__ = ["hinge_step", "truncate_rows", "multiclass_hinge", "memoir_batch", "memoir_batches",
+           "Memoir", "MemoirState", "weight_memory", "make_prototype_data",
+           "inexact_margin_bound"]
 
 
 # ------------------------------------------------------------------ kernels -----------------
@@ -204,6 +218,16 @@ class MemoirState:
         self.oracle.build(self.V)
         self.ip0 = self.oracle.n_inner_products
 
+    def fitted_attributes(self):
+        """The fit's counters as :class:`Memoir`'s fitted attributes (the oracle detached)."""
+        return dict(
+            n_iter_=self.t, n_updates_=self.n_updates,
+            n_inner_products_=self.oracle.n_inner_products - self.ip0,
+            oracle_=self.oracle.detach() if hasattr(self.oracle, "detach") else None,
+            train_time_=self.time, batch_size_=self.batch_size,
+            margin_errors_=(np.concatenate(self.margin_errors) if self.margin_errors
+                            else np.zeros(0)))
+
 
 #: ``Memoir._parameter_constraints``: one entry per parameter, checked before every fit.
 _MEMOIR_CONSTRAINTS = {
@@ -272,6 +296,16 @@ def memoir_batch(st, X, y, rng, l2, eta, track_margin=0):
         st.oracle.build(st.V)
 
 
+def memoir_batches(st, X, y, rng, stop, l2, eta0, decay, track_margin=0):
+    """Batches ``st.t + 1`` to ``stop`` of :func:`memoir_batch`, batch t with the step
+    ``η_t = eta0 / (1 + decay·t)``; their time is added to ``st.time``."""
+    t0 = time.perf_counter()
+    while st.t < stop:
+        st.t += 1
+        memoir_batch(st, X, y, rng, l2, eta0 / (1.0 + decay * st.t), track_margin)
+    st.time += time.perf_counter() - t0
+
+
 def _oracle_for(est, rng):
     """The oracle a :class:`Memoir` fit uses: a fresh copy of an instance, or one built from the
     name and the estimator's ``n_bits``/``n_candidates`` or ``hnsw_ef``/``hnsw_M`` (seeded
@@ -302,6 +336,30 @@ def _check_shrink(est):
             "(or alpha)")
 
 
+def _new_state(est, X, rng):
+    """The :class:`MemoirState` a fit of ``est`` starts from: ``W = 0``, the batch size
+    (``ceil(100·√K)`` unless given) and the oracle built on ``W``."""
+    _check_shrink(est)
+    K = est.classes_.shape[0]
+    b = int(math.ceil(100 * math.sqrt(K))) if est.batch_size is None \
+        else int(est.batch_size)
+    V = np.zeros((X.shape[1], K)).T        # K × D view of a C-ordered D × K array
+    st = MemoirState(V=V, row_sq=np.zeros(K), oracle=_oracle_for(est, rng),
+                     batch_size=b, alpha=est._ridge())
+    st.oracle.build(st.V)
+    st.ip0 = st.oracle.n_inner_products
+    return st
+
+
+def _history_rows(X, y, n_max):
+    """At most ``n_max`` rows of ``(X, y)``, a fixed seeded subsample, for the history: the
+    exact N × K evaluation costs as much as an exact-margin epoch."""
+    if X.shape[0] > n_max:
+        keep = np.sort(np.random.default_rng(0).choice(X.shape[0], n_max, replace=False))
+        X, y = X[keep], np.asarray(y)[keep]
+    return X, y
+
+
 class Memoir(IterativeSoftmaxEstimator):
     """MEMOIR-ℓ2 (Algorithm 1) and MEMOIR-ℓ1 (Algorithm 2) with a pluggable MIPS oracle.
 
@@ -317,8 +375,9 @@ class Memoir(IterativeSoftmaxEstimator):
     alpha : float >= 0, default 1e-3
         The weight of the penalty in eqs. 10 and 11: Belyy's λ exactly (both are means).
     learning_rate : "auto" or float > 0, default "auto"
-        Belyy's η₀, the step of ONE pair (see "The summed batch update"); ``"auto"`` is 0.1 on
-        rows rescaled to norm ≈ 1, the same problem in X's units (``StepRules``).
+        Belyy's η₀, the step of ONE pair (module docstring, "The summed batch update");
+        ``"auto"`` is 0.1 on rows rescaled to norm ≈ 1, the same problem in X's units
+        (``StepRules``).
     decay : float >= 0, default 0.02
         Belyy's η_step: batch t = 1, 2, … steps ``learning_rate / (1 + decay · t)`` (the paper's
         "1/t" schedule, not the softmax estimators' ``decay^t``; 0 is a constant step).
@@ -338,19 +397,9 @@ class Memoir(IterativeSoftmaxEstimator):
         mean hinge and the 0/1 error) is computed. random_state, verbose, warm_start : as
         everywhere (a warm start re-indexes ``coef_``).
 
-    The summed batch update
-    -----------------------
-    Algorithms 1 and 2 add ``±η_t·x_j`` for EVERY pair of the batch with a positive hinge: the
-    per-pair steps are summed over the |b| pairs, not averaged, while the ℓ2 shrink is
-    ``W ← (1 − alpha·η_t)·W`` and the projection keeps ``‖W‖_F ≤ 1/√alpha``. One batch is thus
-    ``W ← W − η_t·|b|·(alpha/|b| · W + ĝ_b)`` with ĝ_b the batch MEAN of the hinge
-    sub-gradient: a step of ``η_t·|b|`` in which the ridge weighs ``alpha/|b|``. For |b| = 1
-    (Theorem 2) this is Pegasos on eq. 10; for |b| = 100√K the hinge steps are |b| times
-    larger than the ridge's, so the ball of radius ``1/√alpha`` is what holds ``W`` back. The
-    paper's λ = 1 (radius 1) suits its K ≥ 12 000, where a class sees about one pair per
-    batch; at small K one batch moves a row much further and the projection erases it. To
-    reproduce the paper pass ``alpha=λ, learning_rate=η₀, decay=η_step, max_iter=T`` (Table 4:
-    λ = 1 for ℓ2, 10⁻⁶ for ℓ1, η₀ = 0.1, η_step = 0.02, T = 25 on LSHTC1, 64 bits).
+    To reproduce the paper pass ``alpha=λ, learning_rate=η₀, decay=η_step, max_iter=T`` (Table 4:
+    λ = 1 for ℓ2, 10⁻⁶ for ℓ1, η₀ = 0.1, η_step = 0.02, T = 25 on LSHTC1, 64 bits); the steps
+    of a batch are summed (module docstring, "The summed batch update").
 
     Defaults
     --------
@@ -404,83 +453,26 @@ class Memoir(IterativeSoftmaxEstimator):
         return -(-int(self.max_iter) // self._every())
 
     def _history_metrics(self, coef, intercept, X, y):
-        # the exact N × K evaluation costs as much as an exact-margin epoch: at most
-        # ``history_size`` rows (a fixed, seeded subsample) enter the history
-        n_max = int(self.history_size)
-        if X.shape[0] > n_max:
-            keep = np.sort(np.random.default_rng(0).choice(X.shape[0], n_max, replace=False))
-            X, y = X[keep], np.asarray(y)[keep]
+        X, y = _history_rows(X, y, int(self.history_size))
         return multiclass_hinge(coef, X, y, intercept)
 
     def _init_state(self, X, y, rng):
-        _check_shrink(self)
-        K = self.classes_.shape[0]
-        b = int(math.ceil(100 * math.sqrt(K))) if self.batch_size is None \
-            else int(self.batch_size)
-        V = np.zeros((X.shape[1], K)).T        # K × D view of a C-ordered D × K array
-        st = MemoirState(V=V, row_sq=np.zeros(K), oracle=_oracle_for(self, rng),
-                         batch_size=b, alpha=self._ridge())
-        st.oracle.build(st.V)
-        st.ip0 = st.oracle.n_inner_products
-        return st
+        return _new_state(self, X, rng)
 
     def _run_epoch(self, st, X, y, epoch, rng):
-        stop = min(int(self.max_iter), st.t + self._every())
-        t0 = time.perf_counter()
-        while st.t < stop:
-            st.t += 1
-            memoir_batch(st, X, y, rng, self.penalty == "l2",
-                         float(self._fit_step) / (1.0 + float(self.decay) * st.t),
-                         int(self.track_margin))
-        st.time += time.perf_counter() - t0
+        memoir_batches(st, X, y, rng, min(int(self.max_iter), st.t + self._every()),
+                       self.penalty == "l2", float(self._fit_step), float(self.decay),
+                       int(self.track_margin))
 
     def _coef(self, st):
         return np.ascontiguousarray(st.acc * st.V), None
 
     def _finalize(self, st):
-        self.n_iter_ = st.t
-        self.n_updates_ = st.n_updates
-        self.n_inner_products_ = st.oracle.n_inner_products - st.ip0
-        self.oracle_ = st.oracle.detach() if hasattr(st.oracle, "detach") else None
-        self.train_time_ = st.time
-        self.batch_size_ = st.batch_size
+        for name, value in st.fitted_attributes().items():
+            setattr(self, name, value)
         self.weight_nnz_, self.weight_bytes_ = weight_memory(self.coef_)
-        self.margin_errors_ = (np.concatenate(st.margin_errors) if st.margin_errors
-                               else np.zeros(0))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.poor_score = True
         return tags
-
-
-# ------------------------------------------------------------------ synthetic data ----------
-def make_prototype_data(n_samples, n_features, n_classes, nnz_per_row=20, n_noise=5,
-                        noise=0.5, zipf_exponent=1.0, random_state=0):
-    """Sparse many-class data whose rows lie near their class's sparse prototype.
-
-    Class ``c`` (drawn with Zipf probabilities ``∝ (c+1)^(−zipf_exponent)``) has a prototype on
-    ``nnz_per_row`` random features with N(0, 1) values; a row keeps that support with values
-    ``prototype + noise · N(0, 1)``, adds ``n_noise`` random features of N(0, noise²) and is
-    L2-normalised. The queries MEMOIR makes on it are "class-like", as in text data; K can be
-    taken to 10^5 where our real sets stop at a few hundred classes.
-
-    Returns ``(X csr (n, D) float64, y (n,) int64)``.
-    """
-    rng = np.random.default_rng(random_state)
-    p = 1.0 / np.arange(1, n_classes + 1) ** zipf_exponent
-    y = rng.choice(n_classes, size=n_samples, p=p / p.sum()).astype(np.int64)
-    proto_idx = np.sort(np.argsort(rng.random((n_classes, n_features)), axis=1)[:, :nnz_per_row]
-                        if n_features * n_classes <= 5e7 else
-                        np.stack([rng.choice(n_features, nnz_per_row, replace=False)
-                                  for _ in range(n_classes)]), axis=1)
-    proto_val = rng.standard_normal((n_classes, nnz_per_row))
-    cols = np.concatenate([proto_idx[y], rng.integers(0, n_features, (n_samples, n_noise))], axis=1)
-    vals = np.concatenate([proto_val[y] + noise * rng.standard_normal((n_samples, nnz_per_row)),
-                           noise * rng.standard_normal((n_samples, n_noise))], axis=1)
-    rows = np.repeat(np.arange(n_samples), nnz_per_row + n_noise)
-    X = sp.csr_matrix((vals.ravel(), (rows, cols.ravel())), shape=(n_samples, n_features))
-    X.sum_duplicates()
-    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-    X = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X
-    return sp.csr_matrix(X), y

@@ -49,6 +49,13 @@ class DSMLRState:
         V = self.backend.weights(self)
         return V if self.scale == 1.0 else V / self.scale
 
+    def weights_sqnorm(self):
+        """‖W‖²_F of the current iterate (on Dask, from the workers' partial sums)."""
+        if isinstance(self.backend, DaskBackend):
+            return self.backend.metrics[2] / self.scale / self.scale
+        W = self.weights()
+        return float(np.sum(W * W))
+
 
 def pow2_scale(X):
     """The power of two nearest the largest row norm of ``X`` (1.0 for unit rows).
@@ -89,7 +96,7 @@ def _check_combination(est, n, K, eta_alpha):
         warnings.warn(
             f"n_workers={P} is more than the {n} rows or {K} classes; each worker needs at "
             f"least one row and one class, so {clamp} workers are used", UserWarning,
-            stacklevel=4)
+            stacklevel=6)
     return clamp
 
 
@@ -100,6 +107,39 @@ def _make_backend(est, P, blocks, K, queues):
     if est.backend == "threads":
         return ThreadsBackend(P, est.timeout)
     return DaskBackend(est.client, P, blocks, K, est.timeout, queues)
+
+
+def _initial_step(est, Xs, K, alpha, s):
+    """η₀ of eq. (13) on the kernels' scale (rows ``X/s``, ridge ``alpha``): ``"auto"``, or
+    ``learning_rate·s²``; an error when that overflows."""
+    eta0 = (auto_learning_rate(Xs, K, alpha) if est.learning_rate == "auto"
+            else float(est.learning_rate) * s * s)
+    if not math.isfinite(eta0):
+        raise ValueError(
+            f"learning_rate={est.learning_rate!r} on rows of norm about {s:.3g} overflows "
+            "the step of eq. (13): the features are too large in scale for a fixed step; "
+            "use learning_rate='auto' or rescale X")
+    return eta0
+
+
+def _new_state(est, X, y, rng):
+    """The :class:`DSMLRState` a fit of ``est`` starts from: rows dealt into blocks, W = 0
+    (on the driver unless ``backend="dask"``) and the backend started."""
+    n, d = X.shape
+    K = est.classes_.shape[0]
+    s = pow2_scale(X)  # run on V = s·W (exact: s is a power of two; 1 for unit rows)
+    Xs, alpha = (X, float(est.alpha)) if s == 1.0 else (X * (1.0 / s), est.alpha / s / s)
+    eta0 = _initial_step(est, Xs, K, alpha, s)
+    P = _check_combination(est, n, K, eta0 * alpha)
+    sched = SyncSchedule() if est.schedule == "sync" else AsyncSchedule()
+    remote = est.backend == "dask"  # then W lives on the workers until the end
+    st = DSMLRState(P=P, K=K, alpha=alpha, learning_rate=eta0, b_update=est.b_update,
+                    W=None if remote else np.zeros((K, d)),
+                    blocks=Blocks(Xs, y, K, P, rng), schedule=sched, scale=s)
+    if est.schedule == "async":
+        st.queues = AsyncSchedule.initial_queues(K, P, rng)
+    st.backend = _make_backend(est, P, st.blocks, K, st.queues)
+    return st
 
 
 class _WorkersHoldW:
@@ -147,6 +187,19 @@ class _WorkersHoldW:
         """On Dask, the diverged fit's ``coef_``: the copy the workers kept of the best W."""
         if self._remote(state) and self.diverged_:
             self.coef_ = state.backend.weights(state, best=True) / state.scale
+
+    def _release_backend(self, state):
+        """Fetch what the workers still hold (the best W of a diverged Dask fit, the ``b``
+        blocks, their peak bytes), then close the backend."""
+        try:
+            self._best_from_workers(state)
+            if isinstance(state.backend, DaskBackend) and not self.diverged_:
+                state.backend.fetch_b(state.blocks)
+            worker_bytes = state.backend.worker_bytes()
+            if worker_bytes is not None:
+                self.worker_bytes_ = worker_bytes
+        finally:
+            state.backend.close()
 
 
 class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
@@ -221,7 +274,7 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
         "warm_start": WARM_START,
     }
 
-    def __init__(self, alpha=1e-4, learning_rate="auto", n_epochs=10, n_workers=1,
+    def __init__(self, *, alpha=1e-4, learning_rate="auto", n_epochs=10, n_workers=1,
                  schedule="sync", backend="serial", b_update="exact", client=None,
                  timeout=120.0, random_state=None, verbose=False, warm_start=False):
         self.alpha = alpha
@@ -239,37 +292,13 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
 
     # -- the epoch loop's methods -------------------------------------------------------
     def _init_state(self, X, y, rng):
-        n, d = X.shape
-        K = self.classes_.shape[0]
-        s = pow2_scale(X)  # run on V = s·W (exact: s is a power of two; 1 for unit rows)
-        Xs, alpha = (X, float(self.alpha)) if s == 1.0 else (X * (1.0 / s), self.alpha / s / s)
-        eta0 = (auto_learning_rate(Xs, K, alpha) if self.learning_rate == "auto"
-                else float(self.learning_rate) * s * s)
-        if not math.isfinite(eta0):
-            raise ValueError(
-                f"learning_rate={self.learning_rate!r} on rows of norm about {s:.3g} overflows "
-                "the step of eq. (13): the features are too large in scale for a fixed step; "
-                "use learning_rate='auto' or rescale X")
-        P = _check_combination(self, n, K, eta0 * alpha)
-        sched = SyncSchedule() if self.schedule == "sync" else AsyncSchedule()
-        remote = self.backend == "dask"  # then W lives on the workers until the end
-        st = DSMLRState(P=P, K=K, alpha=alpha, learning_rate=eta0, b_update=self.b_update,
-                        W=None if remote else np.zeros((K, d)),
-                        blocks=Blocks(Xs, y, K, P, rng), schedule=sched, scale=s)
-        if self.schedule == "async":
-            st.queues = AsyncSchedule.initial_queues(K, P, rng)
-        st.backend = _make_backend(self, P, st.blocks, K, st.queues)
-        return st
+        return _new_state(self, X, y, rng)
 
     def _run_epoch(self, state, X, y, epoch, rng):
         eta = state.learning_rate / math.sqrt(epoch + 1.0)
         try:
             state.schedule.run_epoch(state, eta, rng)
-            if self._remote(state):
-                sq = state.backend.metrics[2] / state.scale / state.scale
-            else:
-                W = state.weights()
-                sq = float(np.sum(W * W))
+            sq = state.weights_sqnorm()
         except BaseException:
             state.backend.close()
             raise
@@ -280,15 +309,7 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
 
     def _finalize(self, state):
         """Copy the extra fitted attributes out of the state and release the backend."""
-        try:
-            self._best_from_workers(state)
-            if isinstance(state.backend, DaskBackend) and not self.diverged_:
-                state.backend.fetch_b(state.blocks)
-            worker_bytes = state.backend.worker_bytes()
-            if worker_bytes is not None:
-                self.worker_bytes_ = worker_bytes
-        finally:
-            state.backend.close()
+        self._release_backend(state)
         self.learning_rate_ = state.learning_rate / state.scale / state.scale
         self.n_workers_ = state.P
         self.history_["objective"] = [

@@ -100,7 +100,7 @@ class DataParallelLBFGS(LinearSoftmaxClassifier):
         "warm_start": WARM_START,
     }
 
-    def __init__(self, alpha=1e-4, max_iter=1000, tol=1e-5, n_workers=1, backend="serial",
+    def __init__(self, *, alpha=1e-4, max_iter=1000, tol=1e-5, n_workers=1, backend="serial",
                  client=None, warm_start=False):
         self.alpha = alpha
         self.max_iter = max_iter

@@ -9,8 +9,8 @@ import numpy as np
 from ..base import as_generator
 from ._checks import _check_int, _check_queries, _check_rows, _check_weights
 from .kernels import (_lsh_codes, _lsh_linear_update, _lsh_query, _lsh_recompute_rows,
-                       _lsh_topk, _pack_signs, _project_queries, exact_argmax_other,
-                       rescore_rows)
+                      _lsh_topk, _pack_signs, _project_queries, exact_argmax_other,
+                      rescore_rows)
 
 
 class _Oracle:
@@ -130,7 +130,7 @@ class SimpleLSH(_Oracle):
     name = "simple_lsh"
     _index_attrs = ("V", "A", "a_pad", "P", "row_sq", "codes", "_qproj")
 
-    def __init__(self, n_bits=64, n_candidates=None, n_top=0, random_state=0):
+    def __init__(self, *, n_bits=64, n_candidates=None, n_top=0, random_state=0):
         self.n_bits = _check_int(n_bits, "n_bits", 1, "SimpleLSH")
         self.n_top = _check_int(n_top, "n_top", 0, "SimpleLSH")
         self.n_candidates = _check_int(n_candidates, "n_candidates", 1, "SimpleLSH",
@@ -179,32 +179,22 @@ class SimpleLSH(_Oracle):
     def query(self, X, exclude):
         """``(r, s)``: the best re-scored candidate ``!= exclude[i]`` and its exact score."""
         X, exclude = self._queries(X, exclude)
-        qproj = _project_queries(X.indptr, X.indices, X.data, self.A)
-        qcodes = np.zeros((X.shape[0], self.codes.shape[1]), np.uint64)
-        _pack_signs(qproj, qcodes)
+        qproj, qcodes = _hash_queries(self, X)
         r, s, n_ip = _lsh_query(X.indptr, X.indices, X.data, exclude, qcodes, self.codes,
                                 self._n_cand, self.V, self._zero_rows(), self._top_rows())
         self._qproj = qproj
-        self.n_queries += X.shape[0]
-        self.n_inner_products += int(n_ip)
-        self.n_hamming += X.shape[0] * self.codes.shape[0] * self.codes.shape[1]
-        self.n_projection_ops += X.nnz * self.n_bits
+        _count_lsh_work(self, X, n_ip)
         return r, s
 
     def query_topk(self, X, k):
         """``(idx, val)`` (n, k): the k best of ``max(n_candidates, k)`` Hamming-nearest rows
         (and the ``n_top`` longest), re-scored exactly, in decreasing score."""
         X, k = self._topk_queries(X, k)
-        qproj = _project_queries(X.indptr, X.indices, X.data, self.A)
-        qcodes = np.zeros((X.shape[0], self.codes.shape[1]), np.uint64)
-        _pack_signs(qproj, qcodes)
+        _, qcodes = _hash_queries(self, X)
         n_cand = max(k, self._n_cand)
         idx, val, n_ip = _lsh_topk(X.indptr, X.indices, X.data, qcodes, self.codes, n_cand,
                                    self.V, self._top_rows(), k)
-        self.n_queries += X.shape[0]
-        self.n_inner_products += int(n_ip)
-        self.n_hamming += X.shape[0] * self.codes.shape[0] * self.codes.shape[1]
-        self.n_projection_ops += X.nnz * self.n_bits
+        _count_lsh_work(self, X, n_ip)
         return idx, val
 
     def update(self, V, rows, row_sq=None, linear=None):
@@ -212,16 +202,7 @@ class SimpleLSH(_Oracle):
         then re-code all K rows (O(K · bits)) since the largest norm M may have moved."""
         rows = self._check_update(V, rows)
         if linear is not None:
-            lr, lc, lq = (np.asarray(a) for a in linear)
-            if not (lr.shape == lc.shape == lq.shape and lr.ndim == 1):
-                raise ValueError("SimpleLSH.update: linear must be three 1-D arrays of one "
-                                 "length (rows, coefs, query positions)")
-            lr = _check_rows(lr, V.shape[0], "SimpleLSH")
-            nq = 0 if self._qproj is None else self._qproj.shape[0]
-            if lq.size and (lq.dtype.kind not in "iu" or int(lq.min()) < 0
-                            or int(lq.max()) >= nq):
-                raise ValueError(f"SimpleLSH.update: linear query positions must index the "
-                                 f"last query batch ({nq} rows)")
+            lr, lc, lq = _check_linear(linear, V.shape[0], self._qproj)
         self.V = V
         if row_sq is not None:
             self.row_sq = row_sq
@@ -235,6 +216,40 @@ class SimpleLSH(_Oracle):
         self._recode()
 
 
+def _hash_queries(o, X):
+    """``(qproj, qcodes)``: the projections of the CSR queries ``X`` on the directions of
+    :class:`SimpleLSH` ``o`` and their packed sign codes."""
+    qproj = _project_queries(X.indptr, X.indices, X.data, o.A)
+    qcodes = np.zeros((X.shape[0], o.codes.shape[1]), np.uint64)
+    _pack_signs(qproj, qcodes)
+    return qproj, qcodes
+
+
+def _count_lsh_work(o, X, n_ip):
+    """Add one query batch ``X`` (``n_ip`` exact re-scorings) to the counters of ``o``."""
+    o.n_queries += X.shape[0]
+    o.n_inner_products += int(n_ip)
+    o.n_hamming += X.shape[0] * o.codes.shape[0] * o.codes.shape[1]
+    o.n_projection_ops += X.nnz * o.n_bits
+
+
+def _check_linear(linear, n_rows, qproj):
+    """``(rows, coefs, query positions)`` of :meth:`SimpleLSH.update`'s ``linear``, checked:
+    three 1-D arrays of one length, rows in ``0..n_rows-1``, positions indexing the last query
+    batch (``qproj``, None before the first query)."""
+    lr, lc, lq = (np.asarray(a) for a in linear)
+    if not (lr.shape == lc.shape == lq.shape and lr.ndim == 1):
+        raise ValueError("SimpleLSH.update: linear must be three 1-D arrays of one "
+                         "length (rows, coefs, query positions)")
+    lr = _check_rows(lr, n_rows, "SimpleLSH")
+    nq = 0 if qproj is None else qproj.shape[0]
+    if lq.size and (lq.dtype.kind not in "iu" or int(lq.min()) < 0
+                    or int(lq.max()) >= nq):
+        raise ValueError(f"SimpleLSH.update: linear query positions must index the "
+                         f"last query batch ({nq} rows)")
+    return lr, lc, lq
+
+
 @contextmanager
 def _faiss_threads(n):
     """faiss with ``n`` OpenMP threads for the block; the previous count restored after it."""
@@ -246,6 +261,50 @@ def _faiss_threads(n):
         yield faiss
     finally:
         faiss.omp_set_num_threads(before)
+
+
+def _check_seed(random_state, who):
+    """``random_state`` of :class:`HNSWMIPS` when it is None, an int >= 0 or a Generator."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        _check_int(random_state, "random_state", 0, who)
+    elif not (random_state is None or isinstance(random_state, np.random.Generator)):
+        raise ValueError(f"{who}: random_state must be None, an int >= 0 or a "
+                         f"numpy.random.Generator, got {random_state!r}")
+    return random_state
+
+
+def _graph_seed(random_state):
+    """The int seed a graph library takes: ``random_state`` itself, or one drawn from it."""
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state)
+    return int(as_generator(random_state).integers(2**31))
+
+
+def _faiss_graph(o, V32):
+    """A ``faiss.IndexHNSWFlat`` (inner product) of the rows ``V32`` with the parameters of
+    :class:`HNSWMIPS` ``o``."""
+    with _faiss_threads(o.num_threads) as faiss:
+        index = faiss.IndexHNSWFlat(V32.shape[1], o.M, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = o.ef_construction
+        index.hnsw.efSearch = max(o.ef, 2)
+        index.hnsw.rng = faiss.RandomGenerator(_graph_seed(o.random_state))
+        index.add(V32)
+    return index
+
+
+def _hnswlib_graph(o, V32):
+    """An ``hnswlib.Index`` (inner product) of the rows ``V32`` with the parameters of
+    :class:`HNSWMIPS` ``o``."""
+    import hnswlib
+
+    K, D = V32.shape
+    index = hnswlib.Index(space="ip", dim=D)
+    index.init_index(max_elements=K, ef_construction=o.ef_construction, M=o.M,
+                     random_seed=_graph_seed(o.random_state))
+    index.set_num_threads(o.num_threads)
+    index.add_items(V32, np.arange(K))
+    index.set_ef(max(o.ef, 2))
+    return index
 
 
 def _graph_nearest(o, Q, k=2):
@@ -270,6 +329,14 @@ def _graph_nearest(o, Q, k=2):
     o.n_graph_distances += ndis
     o.n_inner_products += ndis + Q.shape[0]          # + the entry point's distance
     return labels
+
+
+def _best_other(labels, exclude, K):
+    """Per query, the first of its two graph neighbours ``labels`` (n, 2) that is a row and
+    not ``exclude``; ``(exclude + 1) % K`` when neither is."""
+    ok = (labels >= 0) & (labels != exclude[:, None])    # faiss pads with -1
+    return np.where(ok[:, 0], labels[:, 0],
+                    np.where(ok[:, 1], labels[:, 1], (exclude + 1) % K))
 
 
 class HNSWMIPS(_Oracle):
@@ -322,18 +389,13 @@ class HNSWMIPS(_Oracle):
     _index_attrs = ("V", "index")
     BACKENDS = ("hnswlib", "faiss")
 
-    def __init__(self, ef=100, M=16, ef_construction=200, random_state=0, num_threads=1,
+    def __init__(self, *, ef=100, M=16, ef_construction=200, random_state=0, num_threads=1,
                  backend="hnswlib"):
         who = "HNSWMIPS"
         self.ef = _check_int(ef, "ef", 1, who)
         self.M = _check_int(M, "M", 2, who)
         self.ef_construction = _check_int(ef_construction, "ef_construction", 1, who)
-        if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-            _check_int(random_state, "random_state", 0, who)
-        elif not (random_state is None or isinstance(random_state, np.random.Generator)):
-            raise ValueError(f"{who}: random_state must be None, an int >= 0 or a "
-                             f"numpy.random.Generator, got {random_state!r}")
-        self.random_state = random_state
+        self.random_state = _check_seed(random_state, who)
         self.num_threads = _check_int(num_threads, "num_threads", 1, who)
         if not (isinstance(backend, str) and backend in self.BACKENDS):
             raise ValueError(f"{who}: backend must be one of {list(self.BACKENDS)}, "
@@ -344,33 +406,11 @@ class HNSWMIPS(_Oracle):
         self.n_graph_distances = 0 if backend == "faiss" else None
         self.n_rebuilds = 0
 
-    def _seed(self):
-        if isinstance(self.random_state, (int, np.integer)):
-            return int(self.random_state)
-        return int(as_generator(self.random_state).integers(2**31))
-
     def build(self, V, row_sq=None):
         """Insert the K rows of ``V`` into a fresh graph."""
         V = _check_weights(V, "HNSWMIPS")
-        K, D = V.shape
         V32 = np.ascontiguousarray(V, dtype=np.float32)
-        if self.backend == "faiss":
-            with _faiss_threads(self.num_threads) as faiss:
-                index = faiss.IndexHNSWFlat(D, self.M, faiss.METRIC_INNER_PRODUCT)
-                index.hnsw.efConstruction = self.ef_construction
-                index.hnsw.efSearch = max(self.ef, 2)
-                index.hnsw.rng = faiss.RandomGenerator(self._seed())
-                index.add(V32)
-        else:
-            import hnswlib
-
-            index = hnswlib.Index(space="ip", dim=D)
-            index.init_index(max_elements=K, ef_construction=self.ef_construction, M=self.M,
-                             random_seed=self._seed())
-            index.set_num_threads(self.num_threads)
-            index.add_items(V32, np.arange(K))
-            index.set_ef(max(self.ef, 2))
-        self.index = index
+        self.index = (_faiss_graph if self.backend == "faiss" else _hnswlib_graph)(self, V32)
         self.V = V
         return self
 
@@ -379,9 +419,7 @@ class HNSWMIPS(_Oracle):
         X, exclude = self._queries(X, exclude)
         K = self.V.shape[0]
         labels = np.asarray(_graph_nearest(self, np.asarray(X.toarray(), np.float32)), np.int64)
-        ok = (labels >= 0) & (labels != exclude[:, None])    # faiss pads with -1
-        r = np.where(ok[:, 0], labels[:, 0],
-                     np.where(ok[:, 1], labels[:, 1], (exclude + 1) % K))
+        r = _best_other(labels, exclude, K)
         s = np.asarray(X.multiply(self.V[r]).sum(axis=1)).ravel()
         self.n_queries += X.shape[0]
         self.n_inner_products += X.shape[0]                 # the exact re-scoring
@@ -424,11 +462,13 @@ ORACLES = {"exact": ExactMIPS, "simple_lsh": SimpleLSH, "hnsw": HNSWMIPS}
 
 
 def make_oracle(name, **options):
-    """An oracle by name (``"exact"``, ``"simple_lsh"``, ``"hnsw"``) or pass an instance through."""
+    """An oracle by name (``"exact"``, ``"simple_lsh"``, ``"hnsw"``) with ``options`` (its
+    keyword parameters), or an instance passed through."""
     if not isinstance(name, str):
         return name
     try:
         cls = ORACLES[name]
     except KeyError:
-        raise ValueError(f"unknown MIPS oracle {name!r}; choose one of {sorted(ORACLES)}") from None
+        raise ValueError(f"unknown MIPS oracle {name!r}; "
+                         f"choose one of {sorted(ORACLES)}") from None
     return cls(**options)

@@ -143,7 +143,7 @@ class LogisticSGD(_BinaryLogistic):
 
     _parameter_constraints = {"learning_rate": [*LEARNING_RATE, None], **_COMMON}
 
-    def __init__(self, learning_rate=None, alpha=1e-4, n_epochs=10, random_state=None,
+    def __init__(self, *, learning_rate=None, alpha=1e-4, n_epochs=10, random_state=None,
                  verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.alpha = alpha
@@ -235,7 +235,7 @@ class LogisticSAG(_BinaryLogistic):
         **_COMMON,
     }
 
-    def __init__(self, learning_rate=None, line_search=False, alpha=1e-4, n_epochs=10,
+    def __init__(self, *, learning_rate=None, line_search=False, alpha=1e-4, n_epochs=10,
                  random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.line_search = line_search
@@ -317,7 +317,7 @@ class LogisticLBFGS(_BinaryLogistic):
     }
     random_state = None  # read by the base fit loop; L-BFGS draws nothing
 
-    def __init__(self, alpha=1e-4, memory=10, max_iter=100, tol=1e-6, verbose=False,
+    def __init__(self, *, alpha=1e-4, memory=10, max_iter=100, tol=1e-6, verbose=False,
                  warm_start=False):
         self.alpha = alpha
         self.memory = memory

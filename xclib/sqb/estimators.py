@@ -54,7 +54,7 @@ class _SQBSolver(_RidgeLogistic):
         "warm_start": WARM_START,
     }
 
-    def __init__(self, learning_rate=1.0, alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
+    def __init__(self, *, learning_rate=1.0, alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
                  gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None, cap_sigma=None,
                  batches="independent", n_epochs=10, random_state=None, verbose=False,
                  gamma_unit="rows", pass_unit="batch_rows", warm_start=False):
@@ -97,7 +97,7 @@ class _SQBSolver(_RidgeLogistic):
         batch if ``same``) and every product of Σ_S with a vector inside the solve, one per
         row of S (l of them for CG, 2l + 1 for LSQR; the nominal l, however early the solver
         stops)."""
-        l = int(self.n_inner)
+        l = int(self.n_inner)  # noqa: E741 (the paper's l)
         inner = (2 * l + 1 if self.solver == "lsqr" else l) * b_sigma
         return (b_mu if same else b_mu + b_sigma) + inner
 
