@@ -72,12 +72,9 @@ def test_every_parameter_validates_through_the_table(cls):
         check_param_validation(cls.__name__, cls())
 
 
-#: classes whose parameters are keyword-only, as scikit-learn's (``Est(alpha)`` is an error)
-KEYWORD_ONLY = [
-    xclib.SoftmaxRegression, xclib.DSMLR, xclib.DataParallelLBFGS, xclib.Memoir, xclib.SQB,
-    xclib.MultinomialSQB, xclib.LogisticSGD, xclib.LogisticASGD, xclib.LogisticSAG,
-    xclib.LogisticLBFGS, xclib.SimpleLSH, xclib.HNSWMIPS,
-]
+#: classes whose parameters are keyword-only, as scikit-learn's (``Est(alpha)`` is an error):
+#: every exported estimator and the MIPS oracles with parameters
+KEYWORD_ONLY = list(dict.fromkeys([*ESTIMATORS, xclib.SimpleLSH, xclib.HNSWMIPS]))
 
 
 @pytest.mark.parametrize("cls", KEYWORD_ONLY, ids=[c.__name__ for c in KEYWORD_ONLY])

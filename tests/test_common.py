@@ -49,15 +49,3 @@ def test_sklearn_estimator_checks(estimator, check):
         warnings.simplefilter("ignore")
         check(estimator)
 
-
-def test_every_estimator_takes_keywords_only():
-    """Parameters are keyword-only, as in scikit-learn: ``SimpleLSH(64)`` is an error, so a
-    reader never has to count positions (the MIPS oracles, estimators too, included)."""
-    import inspect
-
-    classes = {type(e) for e in ESTIMATORS} | {xclib.SimpleLSH, xclib.HNSWMIPS, xclib.ExactMIPS}
-    positional = sorted(
-        f"{cls.__name__}({name})" for cls in classes
-        for name, p in inspect.signature(cls.__init__).parameters.items()
-        if name != "self" and p.kind is not inspect.Parameter.KEYWORD_ONLY)
-    assert not positional, f"positional parameters: {positional}"
