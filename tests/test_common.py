@@ -3,7 +3,6 @@ at its defaults and at the variants whose code paths differ; with ``partial_fit`
 estimator has one (scikit-learn then checks it too)."""
 import warnings
 
-import pytest
 from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
