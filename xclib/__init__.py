@@ -10,7 +10,8 @@ One module per paper, plus the shared parts:
 ``xclib.dsmlr``               Raman et al.: ``DSMLR`` (sync / async, serial / threads / Dask)
 ``xclib.sqb``                 Aravkin et al.: ``SQB`` and its baselines
 ``xclib.memoir``, ``mips``    Belyy: ``Memoir`` and the MIPS oracles
-``xclib.exact``               ``SoftmaxRegression``, the exact optimum (the book's oracle)
+``xclib.exact``, ``lbfgs``    ``SoftmaxRegression``, the exact optimum (the book's oracle),
+                              and its L-BFGS solver
 ``xclib.datasets``            real data (``load``) and synthetic generators
 ``xclib.metrics``             exact log-loss, error, rank of the true label; P@k, nDCG@k,
                               propensity-scored P@k against multi-label truth

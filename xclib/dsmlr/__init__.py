@@ -24,10 +24,12 @@ The package, in the order of the chapter:
                        (Algorithm 2, NOMAD), :func:`sync_schedule`, :func:`partition`,
                        :class:`Blocks` (how rows and classes are dealt to workers)
 ``backends``           :class:`SerialBackend`, :class:`ThreadsBackend`
-``dask_backend``       :class:`DaskBackend` (Algorithms 1 and 2 on ``dask.distributed``,
-                       one :class:`RingWorker` actor per worker), :class:`WorkerLostError`
+``dask_backend``       :class:`DaskBackend` (Algorithms 1 and 2 on ``dask.distributed``),
+                       :class:`WorkerLostError`
+``ring_worker``        :class:`RingWorker`, the actor each Dask worker runs (its blocks, the
+                       ring's mailbox)
 ``simulator``          :func:`simulate_schedules`, a cost model beyond the cores at hand
-``estimator``          :class:`DSMLR` = a schedule × a backend on the base epoch loop
+``estimators``         :class:`DSMLR` = a schedule × a backend on the base epoch loop
 ``lbfgs``              :class:`DataParallelLBFGS`, the paper's data-parallel baseline
 ``lc``                 :func:`fit_log_concavity`, the paper's model-parallel baseline
 =====================  ====================================================================
