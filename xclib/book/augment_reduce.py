@@ -24,8 +24,8 @@ __all__ = ["Recorded", "FitStore", "SOURCES", "PAPER1", "load_pair", "load_sets"
            "bound_values", "bound_note"]
 
 #: the library files whose source keys a stored fit (xclib/ relative globs)
-SOURCES = ("augment_reduce/*.py", "datasets/*.py", "base.py", "_numba.py", "metrics.py",
-           "exact.py", "steps.py", "streaming.py")
+SOURCES = ("augment_reduce/*.py", "datasets/*.py", "base.py", "fitloop.py", "_numba.py",
+           "metrics.py", "exact.py", "lbfgs.py", "steps.py", "streaming.py")
 
 #: Table 1 of the paper: what it ran
 PAPER1 = pd.DataFrame(
