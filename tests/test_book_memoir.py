@@ -180,11 +180,13 @@ def test_query_rows_exact_recall_and_counts():
     yq = np.searchsorted(np.unique(y), y) % 40
     r, s, seconds, ip = timed_query(ExactMIPS().build(W), X, yq)
     assert ip == 200 * 39 and seconds >= 0
+    # a set of K = 50 classes whose fit saw 40: the work is counted for all 50
     rows = {row["oracle"]: row for row in query_rows(
-        W, X, yq, {"exact again": ExactMIPS(), "lsh": SimpleLSH(64, random_state=0)})}
+        50, W, X, yq, {"exact again": ExactMIPS(), "lsh": SimpleLSH(64, random_state=0)})}
     assert rows["exact again"]["recall"] == 1.0 and rows["exact again"]["mean_eps"] == 0
-    assert rows["exact (numba)"]["ip_per_query"] == 39
-    assert rows["lsh"]["hamming_per_query"] == 40 and rows["lsh"]["ip_per_query"] < 39
+    assert rows["exact again"]["ip_per_query"] == 39            # measured: 40 rows
+    assert rows["exact (numba)"]["ip_per_query"] == 49 and rows["lsh"]["K"] == 50
+    assert rows["lsh"]["hamming_per_query"] == 50 and rows["lsh"]["ip_per_query"] < 39
     assert 0 <= rows["lsh"]["recall"] <= 1 and rows["lsh"]["mean_eps"] >= 0
 
 

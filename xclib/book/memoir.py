@@ -285,13 +285,15 @@ def timed_query(oracle, Xq, yq):
     return r, s, t["seconds"], oracle.n_inner_products - ip0
 
 
-def query_rows(W, Xq, yq, oracles):
-    """One row per oracle for the weights ``W`` and queries ``(Xq, yq)``: recall@1 against
-    exact search, inner products, 64-bit Hamming tests and µs per query; first exact
-    search (numba) and the same search as one sparse × dense product."""
+def query_rows(K, W, Xq, yq, oracles):
+    """One row per oracle for the weights ``W`` and queries ``(Xq, yq)`` of the set with
+    ``K`` classes: recall@1 against exact search, inner products, 64-bit Hamming tests and
+    µs per query; first exact search (numba) and the same search as one sparse × dense
+    product. Exact search is counted as K − 1 inner products and SimpleLSH's Hamming tests
+    as K codes per query (``W`` holds a row per class the fit saw, at most K)."""
     from xclib.mips import ExactMIPS
 
-    K, nq = W.shape[0], Xq.shape[0]
+    nq = Xq.shape[0]
     r0, s0, t_ex, _ = timed_query(ExactMIPS().build(W), Xq, yq)
     np.asarray(Xq[:20] @ W.T)
     with timer() as t:
