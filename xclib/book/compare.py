@@ -15,7 +15,10 @@ experiment itself:
   optimum's objective (or an absolute gap of its test log-loss); ``inf`` for never;
 * :func:`run_napkinxc` and :func:`run_vw`: napkinXC's and Vowpal Wabbit's models on the same
   rows, with their probabilities where they give them;
-* :func:`loglog_slope`: the slope of a cost against K on log-log axes.
+* :func:`loglog_slope`: the slope of a cost against K on log-log axes, and
+  :func:`evaluation_seconds`: the cost of one evaluation of the exact objective.
+
+Its tables, figures and findings are in :mod:`xclib.book.compare_report`.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from ..metrics import softmax_loss_and_error
 __all__ = ["Trace", "traced", "objective_history", "run_traced", "run_lbfgs",
            "time_to_target", "run_napkinxc", "run_vw", "loglog_slope", "validation_split",
            "prob_log_loss", "regularised_objective", "tune_learning_rate", "epochs_for",
-           "choose_alpha", "load_real", "load_synthetic"]
+           "choose_alpha", "load_real", "load_synthetic", "evaluation_seconds"]
 
 #: floor of a probability when a tool's predicted probability of the true class is 0 (or the
 #: class is missing from its top list): log-loss of such a row is -log(1e-15) ≈ 34.5, as in
@@ -91,7 +94,7 @@ def traced(estimator):
     cls = type(estimator)
     if cls not in _TRACED:
         sub = type(cls.__name__, (_NormTrace, cls), {"__module__": __name__,
-                                                    "__qualname__": f"_traced_{cls.__name__}"})
+                                                     "__qualname__": f"_traced_{cls.__name__}"})
         globals()[f"_traced_{cls.__name__}"] = sub  # importable: picklable for workers
         _TRACED[cls] = sub
     return _TRACED[cls](**estimator.get_params())
@@ -197,6 +200,23 @@ def time_to_target(seconds, values, target):
     seconds, values = np.asarray(seconds, float), np.asarray(values, float)
     hit = np.flatnonzero(np.isfinite(values) & (values <= target))
     return float(seconds[hit[0]]) if hit.size else np.inf
+
+
+def evaluation_seconds(data, repeats=3):
+    """Seconds of one objective-and-gradient evaluation at W = 0 on ``data``'s training
+    rows, an L-BFGS step's cost (the least of ``repeats``), after one on a few rows that
+    compiles it."""
+    from ..exact import softmax_objective
+
+    y = np.searchsorted(np.unique(data["y"]), data["y"])
+    W = np.zeros((np.unique(y).size, data["X"].shape[1]))
+    softmax_objective(W, data["X"][:64], y[:64], 1.0)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        softmax_objective(W, data["X"], y, 1.0)
+        times.append(time.perf_counter() - t0)
+    return float(np.min(times))
 
 
 def loglog_slope(x, y):
