@@ -150,7 +150,6 @@ def make(n, d, K, nnz, seed=0):
 def kernels(X, y, rows, ks, sq, K, alpha=0.0):
     """The epoch kernels at the paper's setting (alpha = 0), or with a ridge (per-row scales)."""
     beta = np.ones(K)
-    csr = (X.indptr, X.indices, X.data)
     rows_csr = csr_arrays(X)
     return {
         "vanilla": lambda W, u: unbiased.sgd_epoch(rows_csr, sq, y, W, u, rows, ks, 1e-3, False,
@@ -158,9 +157,9 @@ def kernels(X, y, rows, ks, sq, K, alpha=0.0):
         "umax": lambda W, u: unbiased.sgd_epoch(rows_csr, sq, y, W, u, rows, ks, 1e-1, False, 1.0,
                                                 alpha, beta, np.inf, np.inf),
         "implicit_bisection": lambda W, u: unbiased.implicit_epoch(
-            *csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, False),
+            rows_csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, False),
         "implicit_newton": lambda W, u: unbiased.implicit_epoch(
-            *csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, True),
+            rows_csr, sq, y, W, u, rows, ks, 1.0, alpha, beta, 1e-10, True),
     }
 
 
@@ -244,7 +243,7 @@ def solve_and_coefficient_ns(X, y, rows, ks, sq, K, lr=1.0, reps=None):
     W = np.zeros((K, X.shape[1]))
     u = np.full(X.shape[0], math.log(K))
     beta = np.ones(K)
-    unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, lr, 0.0,
+    unbiased.implicit_epoch(csr_arrays(X), sq, y, W, u, rows, ks, lr, 0.0,
                             beta, 1e-10, True)
     Xr = X[rows]   # z = x_i·(w_k − w_y) of each step, one non-zero at a time
     t = np.repeat(np.arange(rows.size), np.diff(Xr.indptr))
@@ -346,7 +345,7 @@ def main():
               f"{estimate:.2f}")
         for name in ("implicit_newton", "implicit_bisection"):
             rounds = slow_times if name == "implicit_bisection" else times
-            ev = unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, np.zeros((1000, d)),
+            ev = unbiased.implicit_epoch(csr_arrays(X), sq, y, np.zeros((1000, d)),
                                          np.full(n, math.log(1000)), rows, ks, 1.0, 0.0,
                                          np.ones(1000), 1e-10, name == "implicit_newton") / n
             over_vanilla = speed_ratio(rounds, name, "vanilla")
@@ -420,7 +419,7 @@ def main():
         for _ in range(20):  # m steps take ~1 ms: best of 20
             W2 = np.full((1000, d), 0.0); u2 = np.full(m, math.log(1000))
             t = time.perf_counter()
-            unbiased.implicit_epoch(X.indptr, X.indices, X.data, sq, y, W2, u2, rows, ks, 1.0,
+            unbiased.implicit_epoch(csr_arrays(X), sq, y, W2, u2, rows, ks, 1.0,
                                     0.0, np.ones(1000), 1e-10, newton)
             best = min(best, time.perf_counter() - t)
         t_nb[name] = best

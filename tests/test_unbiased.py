@@ -230,7 +230,7 @@ def test_implicit_step_on_vectors_is_the_implicit_update(alpha):
     for lr in (1e-3, 1.0, 1e3):
         u = np.array([0.5, 3.0, 0.0])
         W1, u1 = W.copy(), u.copy()
-        implicit_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W1, u1, np.array([1]),
+        implicit_epoch(csr_arrays(Xs), sq, y, W1, u1, np.array([1]),
                        np.array([(y[1] + 1) % 5]), lr, alpha, beta, 1e-13, False)
         k, yi, x = (y[1] + 1) % 5, y[1], X[1]
         c_k, c_y, g_u = double_sum_coefficients(False, x @ W1[yi], x @ W1[k], u1[1], 5)
@@ -251,7 +251,7 @@ def test_implicit_epoch_ridge_zero_is_the_plain_update():
     out = []
     for beta in (np.ones(5), class_weights(y, 5) * 7.0):
         W, u = np.zeros((5, 8)), np.full(60, math.log(5))
-        implicit_epoch(Xs.indptr, Xs.indices, Xs.data, sq, y, W, u, rows, ks, 3.0, 0.0, beta,
+        implicit_epoch(csr_arrays(Xs), sq, y, W, u, rows, ks, 3.0, 0.0, beta,
                        1e-12, True)
         out.append((W, u))
     np.testing.assert_array_equal(out[0][0], out[1][0])

@@ -46,7 +46,7 @@ def test_one_by_one_is_the_single_datapoint_step(alpha, lr):
     ks = (rng.integers(0, K - 1, 20) + 0).astype(np.int64)
     ks = ks + (ks >= y[rows])
     W1, u1 = W0.copy(), u0.copy()
-    implicit_epoch(X.indptr, X.indices, X.data, np.asarray(X.multiply(X).sum(1)).ravel(), y,
+    implicit_epoch(csr_arrays(X), np.asarray(X.multiply(X).sum(1)).ravel(), y,
                    W1, u1, rows, ks, lr, alpha, beta, 1e-14, True)
     bptr, brows = np.arange(N + 1), np.arange(N)
     W2, u2 = _step(X, y, W0, u0, bptr, brows, rows, ks[:, None], lr, alpha, beta)

@@ -27,6 +27,7 @@ from sklearn.preprocessing import normalize
 from .. import datasets
 from ..base import DivergenceWarning
 from ..metrics import ranking_metrics, softmax_log_loss
+from .._numba import csr_arrays
 from ..unbiased import implicit_epoch, optimal_u, sgd_epoch
 from . import time_fit, warm_up
 
@@ -300,14 +301,14 @@ def time_kernels(K, seed=0, n=20000, d=100, reps=3):
     ks = r + (r >= y[rows])
     sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
     beta = np.ones(K)
-    csr = (X.indptr, X.indices, X.data)
+    csr = csr_arrays(X)
 
     def sgd(lr, delta):  # alpha = 0: no ridge, no projection
-        return lambda W, u: sgd_epoch(*csr, sq, y, W, u, rows, ks, lr, False, delta, 0.0,
+        return lambda W, u: sgd_epoch(csr, sq, y, W, u, rows, ks, lr, False, delta, 0.0,
                                       beta, np.inf, np.inf)
 
     def implicit(newton):
-        return lambda W, u: implicit_epoch(*csr, sq, y, W, u, rows, ks, 1.0, 0.0, beta,
+        return lambda W, u: implicit_epoch(csr, sq, y, W, u, rows, ks, 1.0, 0.0, beta,
                                            1e-10, newton)
     out = {}
     for name, fn in {"Vanilla": sgd(1e-3, np.inf), "U-max": sgd(1e-1, 1.0),

@@ -285,7 +285,7 @@ class ImplicitSGD(StreamingFit, _DoubleSumSGD):
 
     def _run_epoch(self, state, X, y, epoch, rng):
         rows, ks, lr = self._draws(rng, y, state.W.shape[0], epoch)
-        ev = implicit_epoch(X.indptr, X.indices, X.data, state.sqnorm, y, state.W, state.u,
+        ev = implicit_epoch(csr_arrays(X), state.sqnorm, y, state.W, state.u,
                             rows, ks, lr, self._ridge(), state.beta, float(self.solver_tol),
                             self.solver == "newton")
         state.evals.append(ev / max(rows.shape[0], 1))

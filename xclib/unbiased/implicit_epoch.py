@@ -134,9 +134,9 @@ def _lane_solves(z, u_old, xx, lr, n_others, tol, a_out, u_out, done):
 
 
 # -- epoch kernels ---------------------------------------------------------------------------
-def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, beta, tol,
-                   newton):
-    """One epoch of Implicit SGD with n = m = 1 (Proposition 4), W and u updated in place.
+def implicit_epoch(X, sqnorm, y, W, u, rows, ks, lr, alpha, beta, tol, newton):
+    """One epoch of Implicit SGD with n = m = 1 (Proposition 4), W and u updated in place;
+    X the rows (:class:`~xclib._numba.CSR`), the other arguments as :func:`~.kernels.sgd_epoch`'s.
 
     With the ridge of eq. (6) and ``ρ_j = ηαβ_j``, ``θ⁺ = θ − η∇f_ik(θ⁺)`` is, with
     ``A = η(K−1)e^{x_iᵀ(w_k⁺ − w_{y_i}⁺) − u_i⁺}``,
@@ -163,6 +163,7 @@ def implicit_epoch(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr, alpha, 
     numba function holding both inlines both, and the batched loop compiled beside the other
     ran 15-30 % slower.
     """
+    indptr, indices, data = X
     evals, t = 0, 0
     if newton and alpha == 0.0 and W.shape[0] >= _BATCH_MIN_CLASSES:
         evals, t = _implicit_epoch_batched(indptr, indices, data, sqnorm, y, W, u, rows, ks, lr,
