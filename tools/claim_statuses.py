@@ -21,7 +21,9 @@ def main(names):
         results = json.loads((RESULTS / f"{name}.json").read_text())
         if results.get("scale") not in (None, "book"):
             sys.exit(f"{name} was built at scale {results['scale']!r}, not 'book'")
-        reference[name] = [[c["claim"], c["status"]] for c in results.get("claims", [])]
+        kept = dict(reference.get(name, []))  # a list of statuses (wall-clock claims) stays
+        reference[name] = [[c["claim"], kept[c["claim"]] if isinstance(
+            kept.get(c["claim"]), list) else c["status"]] for c in results.get("claims", [])]
         print(f"{name}: {len(reference[name])} claims")
     REFERENCE.write_text(json.dumps(dict(sorted(reference.items())), indent=1,
                                     ensure_ascii=False) + "\n")

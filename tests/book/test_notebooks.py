@@ -117,9 +117,10 @@ def test_reproduction_claims_hold(execution_status, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_claim_statuses_match_references(execution_status, name):
     """At the book's scale and default seed every claim keeps the status of
-    ``tests/references/claim_statuses.json``: a notebook computes a status from its
-    measurement (so that another seed reports rather than crashes), and this test is where a
-    status that moved is caught."""
+    ``tests/references/claim_statuses.json`` (written by ``tools/claim_statuses.py``): a
+    notebook computes each status from its measurement, so that another seed reports rather
+    than crashes, and this test is where a status that moved is caught. A claim on wall-clock
+    time lists every status: the machine that builds the book decides it."""
     results = _results(execution_status, name)
     if results.get("scale") not in (None, "book"):
         pytest.skip(f"statuses are for scale 'book'; this build ran at {results['scale']!r}")
@@ -128,11 +129,12 @@ def test_claim_statuses_match_references(execution_status, name):
     if reference is None:
         pytest.fail(f"tests/references/claim_statuses.json has no entry for {name}",
                     pytrace=False)
-    ours = [[c["claim"], c["status"]] for c in results.get("claims", [])]
-    moved = [f"  {c[:90]!r}: {s} (reference {dict(reference).get(c, 'absent')})"
-             for c, s in ours if dict(reference).get(c) != s]
-    gone = [f"  {c[:90]!r}: absent (reference {s})" for c, s in reference
-            if c not in dict(ours)]
+    allowed = {claim: [s] if isinstance(s, str) else s for claim, s in reference}
+    ours = {c["claim"]: c["status"] for c in results.get("claims", [])}
+    moved = [f"  {c[:90]!r}: {s} (reference {allowed.get(c, 'absent')})"
+             for c, s in ours.items() if s not in allowed.get(c, ())]
+    gone = [f"  {c[:90]!r}: absent (reference {s})" for c, s in allowed.items()
+            if c not in ours]
     assert not moved and not gone, (
         f"notebooks/{name}.ipynb: claim statuses differ from the references:\n"
         + "\n".join(moved + gone))
