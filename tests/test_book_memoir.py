@@ -182,7 +182,7 @@ def test_query_rows_exact_recall_and_counts():
     assert ip == 200 * 39 and seconds >= 0
     # a set of K = 50 classes whose fit saw 40: the work is counted for all 50
     rows = {row["oracle"]: row for row in query_rows(
-        50, W, X, yq, {"exact again": ExactMIPS(), "lsh": SimpleLSH(64, random_state=0)})}
+        50, W, X, yq, {"exact again": ExactMIPS(), "lsh": SimpleLSH(n_bits=64, random_state=0)})}
     assert rows["exact again"]["recall"] == 1.0 and rows["exact again"]["mean_eps"] == 0
     assert rows["exact again"]["ip_per_query"] == 39            # measured: 40 rows
     assert rows["exact (numba)"]["ip_per_query"] == 49 and rows["lsh"]["K"] == 50

@@ -653,11 +653,12 @@ def test_batched_implicit_epoch_is_the_step_by_step_epoch(lr, drawn):
     for alpha in (0.0, 1e-3):
         beta = class_weights(y, K)
         out = []
-        for epoch in (implicit_epoch, _implicit_epoch_steps):
+        steps = (lambda X, *args: _implicit_epoch_steps(*X, *args))
+        for epoch in (implicit_epoch, steps):
             W = np.zeros((K, X.shape[1]))
             u = np.full(X.shape[0], math.log(K))
-            ev = sum(epoch(X.indptr, X.indices, X.data, sq, y, W, u, rows, ks, lr, alpha, beta,
-                           1e-10, True) for _ in range(2))
+            ev = sum(epoch(csr_arrays(X), sq, y, W, u, rows, ks, lr, alpha, beta, 1e-10, True)
+                     for _ in range(2))
             out.append((W, u, ev))
         (W1, u1, ev1), (W2, u2, ev2) = out
         assert np.all(np.isfinite(W1)) and np.abs(W1).max() > 0
