@@ -1,4 +1,4 @@
-"""Chapter 2's plumbing (xclib.book.augment_reduce and augment_reduce_tables): the fit store,
+"""Chapter 2's plumbing (xclib.book.augment_reduce and its tables module): the fit store,
 the data and the card, the toy's table, the exact bound, Tables 2 and 3 and the claims."""
 from types import SimpleNamespace
 
@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from scipy.special import expit, logsumexp
 
 from xclib.book import augment_reduce as arbook
-from xclib.book import augment_reduce_tables as artables
+from xclib.book.augment_reduce import tables as artables
 from xclib.book.report import Report
 
 

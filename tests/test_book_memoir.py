@@ -1,5 +1,5 @@
-"""Unit tests of the MEMOIR chapter's plumbing: xclib.book.memoir, memoir_figures and
-memoir_claims (tiny data, no real set)."""
+"""Unit tests of the MEMOIR chapter's plumbing: xclib.book.memoir, its figures and
+claims modules (tiny data, no real set)."""
 from __future__ import annotations
 
 import matplotlib
@@ -10,7 +10,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from xclib.book import memoir_claims, memoir_figures  # noqa: E402
+from xclib.book.memoir import claims as memoir_claims  # noqa: E402
+from xclib.book.memoir import figures as memoir_figures  # noqa: E402
 from xclib.book.memoir import (buys_table, liblinear_baselines, liblinear_fit,  # noqa: E402
                                lsh_squeeze, paper_table2, paper_table3, protocol_card,
                                prototype_set, query_rows, real_summary, record_aloi,

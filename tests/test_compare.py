@@ -123,7 +123,7 @@ def test_peers_on_a_separable_toy():
         assert tr.fit_seconds > 0
 
 
-# the closing chapter's tables, figures and findings (xclib.book.compare_report)
+# the closing chapter's tables, figures and findings (xclib.book.compare.tables)
 
 def _trace(method, seconds, objective, test_loss, accuracy, diverged=False):
     from xclib.book.compare import Trace
@@ -147,7 +147,7 @@ OPT1 = dict(objective=1.0, test_loss=1.1, accuracy=0.8, seconds=2.0)
 
 
 def test_time_to_target_table_and_shown():
-    from xclib.book.compare_report import shown, time_to_target_table
+    from xclib.book.compare.tables import shown, time_to_target_table
 
     df = time_to_target_table(_set_traces(), OPT1, dict(accuracy=0.5, seconds=3.0))
     assert df.loc["SoftmaxRegression (exact)", "objective"] == 2.0
@@ -166,7 +166,7 @@ def test_time_to_target_table_and_shown():
 
 
 def test_cost_slopes_tables_and_target():
-    from xclib.book.compare_report import cost_slopes, cost_tables, cost_target
+    from xclib.book.compare.tables import cost_slopes, cost_tables, cost_target
 
     tr = _trace("m", [0, 1, 2], [3, 2, 1], [3, 2, 1], 0.5)
     assert cost_target(tr, 2.0) == 1.0 and cost_target(tr, 0.5) == np.inf
@@ -188,7 +188,7 @@ def test_cost_slopes_tables_and_target():
 
 
 def _chart_inputs():
-    from xclib.book.compare_report import time_to_target_table
+    from xclib.book.compare.tables import time_to_target_table
 
     ttt = {"A": time_to_target_table(_set_traces(), OPT1, dict(accuracy=0.5, seconds=3.0))}
     data = {"A": dict(X=np.zeros((50, 3)), y=np.arange(50) % 7)}
@@ -201,7 +201,7 @@ def _chart_inputs():
 
 
 def test_winner_chart_places_real_and_synthetic_sets():
-    from xclib.book.compare_report import winner_chart
+    from xclib.book.compare.tables import winner_chart
 
     ttt, data, cost, syn, methods = _chart_inputs()
     chart = winner_chart(ttt, data, cost, syn, {10: 9, 100: 90}, methods)
@@ -214,7 +214,7 @@ def test_winner_chart_places_real_and_synthetic_sets():
 
 
 def test_findings_record_and_statuses():
-    from xclib.book.compare_report import check_findings, record_findings, winner_chart
+    from xclib.book.compare.tables import check_findings, record_findings, winner_chart
     from xclib.book.report import Report
 
     ttt, data, cost, syn, methods = _chart_inputs()
@@ -241,7 +241,7 @@ def test_compare_figures_draw():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from xclib.book.compare_report import plot_objective_gap, plot_which_method, winner_chart
+    from xclib.book.compare.tables import plot_objective_gap, plot_which_method, winner_chart
 
     fig = plot_objective_gap({"A": _set_traces()}, {"A": OPT1}, {"A": 7})
     assert fig.axes[0].get_title() == "A (K = 7)"

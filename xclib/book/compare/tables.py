@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .compare import time_to_target
+from . import time_to_target
 
 __all__ = ["PEER_NAMES", "FAMILY", "FAM_COLOUR", "DERIVED_SLOPES", "optimum_table",
            "time_to_target_table", "shown", "plot_objective_gap", "cost_target",
@@ -149,7 +149,7 @@ def cost_target(trace, target):
 def cost_slopes(cost, k_seen, methods):
     """Per method, the log-log slope of its seconds per epoch against the classes seen
     (``cost``: (method, K) -> dict(per_epoch=…); ``k_seen``: K -> classes seen)."""
-    from .compare import loglog_slope
+    from . import loglog_slope
 
     return {label: loglog_slope([k_seen[K] for K in k_seen],
                                 [cost[(label, K)]["per_epoch"] for K in k_seen])

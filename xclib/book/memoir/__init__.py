@@ -4,7 +4,7 @@ the values it records.
 The chapter's fits (``Memoir(...)`` with their settings) stay on the page; what is here turns
 their outputs into tables and recorded values, loads the data and fits the baselines that
 are not the subject (LIBLINEAR, the majority class). Its figures are in
-:mod:`xclib.book.memoir_figures`, its reproduction check in :mod:`xclib.book.memoir_claims`.
+:mod:`.figures`, its reproduction check in :mod:`.claims`.
 """
 from __future__ import annotations
 

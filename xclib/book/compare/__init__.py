@@ -18,7 +18,7 @@ experiment itself:
 * :func:`loglog_slope`: the slope of a cost against K on log-log axes, and
   :func:`evaluation_seconds`: the cost of one evaluation of the exact objective.
 
-Its tables, figures and findings are in :mod:`xclib.book.compare_report`.
+Its tables, figures and findings are in :mod:`xclib.book.compare.tables`.
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 
-from ..base import as_csr
-from . import warm_up
-from ..metrics import softmax_loss_and_error
+from ...base import as_csr
+from .. import warm_up
+from ...metrics import softmax_loss_and_error
 
 __all__ = ["Trace", "traced", "objective_history", "run_traced", "run_lbfgs",
            "time_to_target", "run_napkinxc", "run_vw", "loglog_slope", "validation_split",
@@ -206,7 +206,7 @@ def evaluation_seconds(data, repeats=3):
     """Seconds of one objective-and-gradient evaluation at W = 0 on ``data``'s training
     rows, an L-BFGS step's cost (the least of ``repeats``), after one on a few rows that
     compiles it."""
-    from ..exact import softmax_objective
+    from ...exact import softmax_objective
 
     y = np.searchsorted(np.unique(data["y"]), data["y"])
     W = np.zeros((np.unique(y).size, data["X"].shape[1]))
@@ -364,7 +364,7 @@ def choose_alpha(make, alphas, X, y, X_val, y_val, n_jobs=None):
     """The ridge of a set, chosen once for the exact solver: ``make(alpha)`` fitted on
     ``(X, y)`` for each of ``alphas`` (one per core), the one with the lowest validation
     log-loss kept. Returns ``(alpha, {alpha: validation log-loss})``."""
-    from . import one_per_core
+    from .. import one_per_core
 
     losses = one_per_core(_alpha_job, [(make(a), X, y, X_val, y_val) for a in alphas], n_jobs)
     scores = dict(zip(map(float, alphas), losses))
@@ -389,7 +389,7 @@ def load_real(name, n_train=None, n_test=None, classes=None, random_state=0):
     ``X, y, X_test, y_test``: the rows of the first ``classes`` class codes only (None:
     all), seeded subsamples of ``n_train`` and ``n_test`` rows (None: all), and test rows
     whose class never occurs in the training rows dropped (no model can score them)."""
-    from .. import datasets
+    from ... import datasets
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Delicious: rows without a label are dropped there
@@ -407,7 +407,7 @@ def load_real(name, n_train=None, n_test=None, classes=None, random_state=0):
 def load_synthetic(n_train, n_test, n_features, n_classes, random_state=0, **options):
     """:func:`xclib.datasets.make_softmax_data` (unit rows) split into the first ``n_train``
     and the next ``n_test`` rows, as :func:`load_real`'s dict."""
-    from ..datasets import make_softmax_data
+    from ...datasets import make_softmax_data
 
     X, y, _ = make_softmax_data(n_train + n_test, n_features, n_classes,
                                 random_state=random_state, **options)

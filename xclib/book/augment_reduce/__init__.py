@@ -5,7 +5,7 @@ The notebook shows each experiment (the estimator, its settings, the data); the 
 turn fitted estimators into the chapter's tables, figures and recorded values. A function that
 computes recorded values returns them as a ``{key: value}`` dict, which the notebook records
 with :meth:`Recorded.record_all`. Table 2, Table 3, the learning-rate sweep, the comparison
-with the exact solver and the reproduction check are in :mod:`xclib.book.augment_reduce_tables`.
+with the exact solver and the reproduction check are in :mod:`xclib.book.augment_reduce.tables`.
 """
 from __future__ import annotations
 
