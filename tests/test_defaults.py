@@ -116,3 +116,57 @@ def test_sqb_on_huge_features_is_the_same_model():
         warnings.simplefilter("error")
         b = xclib.SQB().fit(X * 1e50, y)
     assert np.mean(a.predict(X) == b.predict(X * 1e50)) > 0.99
+
+
+#: the estimators whose ``decay="auto"`` is the adaptive schedule with ``learning_rate="auto"``
+ADAPTIVE = [c for c in STOPPING if c is not xclib.AugmentReduce]
+
+
+@pytest.mark.parametrize("Est", ADAPTIVE, ids=lambda c: c.__name__)
+def test_decay_auto_is_the_papers_schedule_with_a_number(Est):
+    """A learning rate given as a number keeps the papers' 0.9 per epoch: the same fit as
+    ``decay=0.9``, bit for bit (the book's protocols do not move)."""
+    X, y = _counts()
+    kw = dict(learning_rate=0.01, n_epochs=4, tol=None, random_state=0)
+    a, b = Est(**kw).fit(X, y), Est(decay=0.9, **kw).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.n_step_cuts_ == 0
+
+
+def test_adaptive_step_backs_off_where_a_decaying_one_diverges():
+    """Vanilla SGD at a step far too large: the 0.9 schedule diverges; the adaptive one puts
+    back the best weights, cuts the step and ends below its starting loss, without a
+    warning of divergence."""
+    X, y = _counts(scale=10.0)
+    kw = dict(learning_rate=0.03, n_epochs=30, random_state=0)
+    with pytest.warns(DivergenceWarning):
+        assert xclib.VanillaSGD(decay=0.9, **kw).fit(X, y).diverged_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DivergenceWarning)
+        est = xclib.VanillaSGD(decay="adaptive", **kw).fit(X, y)
+    assert not est.diverged_ and est.n_step_cuts_ >= 1
+    assert min(est.history_["train_loss"]) < np.log(4) / 2
+    assert all(np.isfinite(est.history_["train_loss"]))
+
+
+def test_adaptive_step_cuts_on_stalls_then_stops():
+    """With a tolerance no epoch can meet (the first always improves on no loss at all),
+    every ``n_iter_no_change`` epochs cut the step by 5 until ``MAX_CUTS`` are spent, and the
+    fit stops at the next stall."""
+    from xclib.fitloop import MAX_CUTS
+
+    X, y = _counts()
+    est = xclib.ImplicitSGD(decay="adaptive", tol=100.0, n_iter_no_change=2, n_epochs=100,
+                            random_state=0).fit(X, y)
+    assert est.n_step_cuts_ == MAX_CUTS
+    assert est.n_epochs_ == 1 + 2 * (MAX_CUTS + 1)
+
+
+def test_adaptive_step_reaches_what_a_decaying_small_step_cannot():
+    """A geometric decay caps the distance the weights travel (η₀ / (1 − decay)); the adaptive
+    schedule does not: from a step 100 times too small it ends at a lower loss."""
+    X, y = _counts()
+    kw = dict(learning_rate=1e-6, n_epochs=60, tol=1e-6, random_state=0)
+    geometric = xclib.ImplicitSGD(decay=0.9, **kw).fit(X, y).history_["train_loss"][-1]
+    adaptive = xclib.ImplicitSGD(decay="adaptive", **kw).fit(X, y).history_["train_loss"][-1]
+    assert adaptive < geometric - 0.05

@@ -141,7 +141,7 @@ def test_a_killed_worker_ends_the_fit_with_a_clear_error(cluster):
         killed.append(time.monotonic())
 
     timeout = 20.0
-    m = DSMLR(alpha=1e-3, learning_rate=0.05, n_epochs=100_000, n_workers=2,
+    m = DSMLR(alpha=1e-3, learning_rate=0.05, n_epochs=100_000, tol=None, n_workers=2,
               backend="dask", client=client, timeout=timeout, random_state=0)
     killer = threading.Thread(target=kill)
     killer.start()

@@ -199,9 +199,10 @@ def test_a_warm_start_puts_each_u_at_its_optimum(data, cls):
     est.set_params(warm_start=True, n_epochs=0).fit(X[:500], y[:500])
     Xs = X[:500] / est.row_scale_
     np.testing.assert_allclose(est.u_, optimal_u(est.coef_ * est.row_scale_, Xs.toarray(),
-                                                 y[:500]), rtol=1e-10)
+                                                 y[:500]), rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(row_log_losses(est.coef_, X[:500], y[:500]),
-                               optimal_u(est.coef_, X[:500].toarray(), y[:500]), rtol=1e-10)
+                               optimal_u(est.coef_, X[:500].toarray(), y[:500]), rtol=1e-10,
+                               atol=1e-13)
 
 
 def test_a_warm_start_continues_from_where_the_fit_stopped(data):

@@ -30,7 +30,8 @@ paper's symbol is mapped to it in the estimator's docstring:
                    ``C = 1/(alpha·N)``)
 ``learning_rate``  the initial step size (a float), or ``"auto"``: see
                    :meth:`IterativeSoftmaxEstimator._resolve_step`
-``decay``          the step schedule's factor (the step after t decays is learning_rate·decay^t)
+``decay``          the step schedule's factor (the step after t decays is learning_rate·decay^t),
+                   or ``"adaptive"``: see :meth:`IterativeSoftmaxEstimator._step_at`
 ``n_epochs``       passes over the data of a stochastic method
 ``max_iter``       iterations of a deterministic solver (L-BFGS) or number of batches
 ``tol``            stopping tolerance (with ``n_iter_no_change``: see *Stopping* below)
@@ -63,7 +64,7 @@ from . import predict as _predict
 from . import streaming as _streaming
 from .fitloop import (  # DivergenceWarning and HISTORY_KEYS re-exported (__all__)
     HISTORY_KEYS, DivergenceWarning,
-    StopRule, Watch, copy_weights, divide_rows, finish_fit, finite, progress_bar, record_round,
+    StepCuts, StopRule, Watch, copy_weights, divide_rows, finish_fit, finite, progress_bar, record_round,
 )
 from .metrics import softmax_loss_and_error
 from .steps import StepRules, max_row_norm, pow2_row_scale  # noqa: F401 (re-exported)
@@ -71,6 +72,7 @@ from .steps import StepRules, max_row_norm, pow2_row_scale  # noqa: F401 (re-exp
 __all__ = [
     "ALPHA",
     "DECAY",
+    "DECAY_ADAPTIVE",
     "FIT_INTERCEPT",
     "HasMethods",
     "Interval",
@@ -107,6 +109,9 @@ LEARNING_RATE = [Interval(Real, 0, None, closed="neither")]
 #: :meth:`IterativeSoftmaxEstimator._resolve_step`)
 LEARNING_RATE_AUTO = [*LEARNING_RATE, StrOptions({"auto"})]
 DECAY = [Interval(Real, 0, 1, closed="right")]
+#: ``decay`` of the stochastic estimators that stop on ``tol``: a number, ``"adaptive"`` or
+#: ``"auto"`` (see :meth:`IterativeSoftmaxEstimator._step_at`)
+DECAY_ADAPTIVE = [*DECAY, StrOptions({"adaptive", "auto"})]
 N_EPOCHS = [Interval(Integral, 0, None, closed="left")]
 MAX_ITER = [Interval(Integral, 1, None, closed="left")]
 TOL = [Interval(Real, 0, None, closed="left")]
@@ -328,7 +333,8 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
         self.n_epochs_ = 0
         coef, intercept, start_loss, _ = self._round_metrics(state, X, y_enc)
         watch = Watch(self, start_loss, self._keep_best(state, coef, intercept))
-        stop = StopRule(self) if self._stops_on_tol else None
+        cuts = StepCuts(self) if self._adaptive() else None
+        stop = StopRule(self, cuts) if self._stops_on_tol else None
         elapsed = 0.0
         bar = progress_bar(n_rounds, type(self).__name__, self.verbose)
         try:
@@ -338,6 +344,8 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
                     self._run_epoch(state, X, y_enc, epoch, rng)
                 elapsed += time.perf_counter() - t0
                 coef, intercept, loss, err = self._round_metrics(state, X, y_enc)
+                if cuts is not None and cuts.recover(state, X, y_enc, watch, loss):
+                    coef, intercept, loss, err = self._round_metrics(state, X, y_enc)
                 if watch.diverged(epoch, loss, epoch + 1 == n_rounds):
                     break
                 watch.keep(state, coef, intercept, loss)

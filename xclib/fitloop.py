@@ -117,7 +117,10 @@ def finish_fit(est, state, best, stop, n_rounds):
     if isinstance(est._fit_step, Real):
         est.learning_rate_ = float(est._fit_step) / est._fit_scale / est._fit_scale
     est._finalize(state)
-    del est._fit_scale, est._fit_step  # a fitted model holds fitted attributes only
+    est.n_step_cuts_ = int(getattr(est, "_fit_cuts", 0))
+    for name in ("_fit_scale", "_fit_step", "_fit_cuts"):  # a fitted model holds fitted
+        if hasattr(est, name):                              # attributes only
+            delattr(est, name)
     if not est.diverged_ and stop is not None and stop.tol is not None \
             and not stop.converged and est.n_epochs_ == n_rounds:
         warnings.warn(
@@ -130,11 +133,14 @@ def finish_fit(est, state, best, stop, n_rounds):
 class StopRule:
     """*Stopping*: scikit-learn's rule (``SGDClassifier``): the fit stops once the training
     loss of ``n_iter_no_change`` consecutive epochs failed to fall below the lowest loss seen
-    before them minus ``tol``; ``tol=None`` runs every epoch."""
+    before them minus ``tol``; ``tol=None`` runs every epoch. With ``cuts`` (the adaptive
+    schedule, :class:`StepCuts`) such a stall first cuts the step, and stops the fit only
+    when the cuts run out."""
 
-    def __init__(self, est):
+    def __init__(self, est, cuts=None):
         self.tol = None if est.tol is None else float(est.tol)
         self.patience = int(est.n_iter_no_change)
+        self.cuts = cuts
         self.best, self.count, self.converged = np.inf, 0, False
 
     def done(self, loss):
@@ -142,8 +148,44 @@ class StopRule:
             return False
         self.count = self.count + 1 if loss > self.best - self.tol else 0
         self.best = min(self.best, loss)
+        if self.count >= self.patience and self.cuts is not None and self.cuts.cut():
+            self.count = 0
         self.converged = self.count >= self.patience
         return self.converged
+
+
+#: the most cuts of ``decay="adaptive"`` (the last step is step₀ / 5⁴ = step₀ / 625)
+MAX_CUTS = 4
+
+
+class StepCuts:
+    """The cuts of ``decay="adaptive"`` (:meth:`xclib.steps.StepRules._step_at`): the count
+    lives on the estimator as ``_fit_cuts`` (read by ``_step_at``), and a round whose loss blew
+    up puts back the weights of the lowest loss (:meth:`recover`)."""
+
+    def __init__(self, est):
+        self.est = est
+        est._fit_cuts = 0
+
+    def cut(self):
+        """One more cut, or False when :data:`MAX_CUTS` are spent."""
+        if self.est._fit_cuts >= MAX_CUTS:
+            return False
+        self.est._fit_cuts += 1
+        return True
+
+    def recover(self, state, X, y, watch, loss):
+        """After a round of loss ``loss``: when it is non-finite or above twice the lowest
+        loss so far, put back the weights of that lowest loss (and the per-row variables
+        at their optimum for them) with the step cut, and return True; False when the round
+        did not blow up, or the cuts are spent (the divergence rules then apply)."""
+        blown = not np.isfinite(loss) or loss > 2.0 * max(watch.best_loss, 0.0) + 1e-12
+        if not blown or not np.isfinite(watch.best_loss) or not self.cut():
+            return False
+        est = self.est
+        est._set_weights(state, *watch.best)
+        est._warm_rows(state, X, y)
+        return True
 
 
 def warn_if_collapsed(est, y, start_loss):

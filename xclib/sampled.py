@@ -58,7 +58,7 @@ from ._numba import (
     sparse_row_axpy, sparse_row_dot,
 )
 from .base import (
-    ALPHA, DECAY, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE,
+    ALPHA, DECAY_ADAPTIVE, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE,
     RANDOM_STATE, STOP_TOL, VERBOSE, WARM_START,
     Interval, IterativeSoftmaxEstimator, StrOptions,
 )
@@ -222,7 +222,7 @@ class _SampledSoftmax(StreamingFit, IterativeSoftmaxEstimator):
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
         "alpha": ALPHA,
-        "decay": DECAY,
+        "decay": DECAY_ADAPTIVE,
         "shuffle": [StrOptions(set(SHUFFLE_MODES))],
         "fit_intercept": FIT_INTERCEPT,
         "random_state": RANDOM_STATE,
@@ -231,7 +231,7 @@ class _SampledSoftmax(StreamingFit, IterativeSoftmaxEstimator):
     }
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
-                 batch_size=100, n_sampled=5, alpha=1e-4, decay=0.9, shuffle="uniform",
+                 batch_size=100, n_sampled=5, alpha=1e-4, decay="auto", shuffle="uniform",
                  fit_intercept=False, random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
@@ -285,7 +285,11 @@ class OVE(_SampledSoftmax):
     batch_size : int, n (100 in the paper) ; n_sampled : int, m (5)
     alpha : float ≥ 0, ridge: the objective is mean surrogate + (alpha/2)‖W‖² (the paper's
         experiments use none: pass ``alpha=0.0`` to reproduce them)
-    decay : float in (0, 1], per-epoch factor of the learning rate (0.9 in the paper)
+    decay : "auto" (default), "adaptive" or float in (0, 1]: a number is the
+        per-epoch factor of the papers' schedule (0.9 in the papers); "adaptive" holds the step
+        while the loss falls and divides it by 5 when it stalls or blows up
+        (``StepRules._step_at``); "auto" is "adaptive" with ``learning_rate="auto"``, 0.9
+        with a number
     shuffle : "uniform" | "reshuffle" | "fixed", the data order (see :func:`epoch_order`)
     fit_intercept : bool, an unpenalised bias per class (``intercept_``)
     random_state : None | int | Generator ; verbose : bool, tqdm progress bar

@@ -7,7 +7,10 @@ import math
 
 import numpy as np
 
-__all__ = ["StepRules", "max_row_norm", "pow2_row_scale", "row_scale"]
+__all__ = ["CUT", "StepRules", "max_row_norm", "pow2_row_scale", "row_scale"]
+
+#: the factor each cut of ``decay="adaptive"`` divides the step by (scikit-learn's)
+CUT = 5.0
 
 
 def max_row_norm(X, rms=False):
@@ -60,7 +63,8 @@ class StepRules:
 
     Fitted attributes: ``row_scale_``, the power of two the rows were divided by (1.0 unless
     ``learning_rate="auto"``, :meth:`_resolve_step`); ``learning_rate_``, the initial step in
-    the units of X (where it is a number).
+    the units of X (where it is a number); ``n_step_cuts_``, the cuts of the adaptive
+    schedule (:meth:`_step_at`; 0 under a numeric ``decay``).
     """
 
     #: the initial step ``learning_rate="auto"`` means on rows divided by
@@ -99,7 +103,31 @@ class StepRules:
         s = getattr(self, "_fit_scale", 1.0)
         return float(self.alpha) / s / s
 
+    def _adaptive(self):
+        """Whether the step follows the adaptive schedule (:meth:`_step_at`): ``decay=
+        "adaptive"``, or ``decay="auto"`` with ``learning_rate="auto"``."""
+        decay = getattr(self, "decay", None)
+        return decay == "adaptive" or (
+            decay == "auto" and getattr(self, "learning_rate", None) == "auto")
+
     def _step_at(self, epoch):
-        """The step of ``epoch`` (from 0): ``step₀ · decay^epoch`` (step₀ of
-        :meth:`_resolve_step`)."""
-        return float(self._fit_step) * float(self.decay) ** epoch
+        """The step of ``epoch`` (from 0), step₀ of :meth:`_resolve_step`.
+
+        * ``decay`` a number: ``step₀ · decay^epoch``, the papers' schedule.
+        * ``decay="adaptive"`` (scikit-learn's ``SGDClassifier(learning_rate="adaptive")``):
+          ``step₀ / 5^c``, c the cuts so far (:class:`xclib.fitloop.StepCuts`). The step stays
+          at step₀ while the training loss falls; it is divided by 5 each time
+          ``n_iter_no_change`` epochs in a row fail to lower the lowest loss by ``tol``, and
+          each time an epoch blows up (its loss non-finite or above twice the lowest), which
+          also puts back the weights of the lowest loss. The fit stops at the
+          :data:`~xclib.fitloop.MAX_CUTS`-th cut for lack of progress. A geometric decay
+          bounds the distance the weights can travel (``step₀ / (1 − decay)`` in total);
+          this schedule does not, so a step₀ that is too small for the data still reaches the
+          optimum, and one too large backs off instead of diverging.
+        * ``decay="auto"`` (the default): ``"adaptive"`` with ``learning_rate="auto"``,
+          0.9 (the papers' value) with a learning rate given as a number.
+        """
+        if self._adaptive():
+            return float(self._fit_step) * CUT ** -getattr(self, "_fit_cuts", 0)
+        decay = 0.9 if self.decay == "auto" else float(self.decay)
+        return float(self._fit_step) * decay ** epoch

@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from .._numba import SHUFFLE_MODES, csr_arrays, draw_other_classes, epoch_order
 from ..base import (
-    ALPHA, DECAY, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
+    ALPHA, DECAY_ADAPTIVE, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
     STOP_TOL, TOL, VERBOSE, WARM_START, Interval,
     IterativeSoftmaxEstimator, StrOptions, max_row_norm,
 )
@@ -53,11 +53,17 @@ _SHARED_DOC = """
         becomes alpha/s² on V = s·W (the same minimiser, exactly) and η₀ is the class's
         ``_auto_learning_rate``, the rate that suits rows of norm about 1 (η₀/s² in the
         units of X: ``learning_rate_``; see ``IterativeSoftmaxEstimator._resolve_step``).
-    n_epochs : int, at most this many epochs of N steps ; decay : float in (0, 1] (0.9 in
-        the paper)
+    n_epochs : int, at most this many epochs of N steps
+    decay : "auto" (default), "adaptive" or float in (0, 1]: a number is the
+        per-epoch factor of the papers' schedule (0.9 in the papers); "adaptive" holds the step
+        while the loss falls and divides it by 5 when it stalls or blows up
+        (``StepRules._step_at``); "auto" is "adaptive" with ``learning_rate="auto"``, 0.9
+        with a number
     tol : float ≥ 0 or None, default 1e-3, and n_iter_no_change : int, default 5: the fit
         stops once ``n_iter_no_change`` epochs in a row fail to lower the training log-loss
-        by ``tol`` (scikit-learn's rule); None runs all ``n_epochs`` (the paper's protocol)
+        by ``tol`` (scikit-learn's rule; under the adaptive schedule such a stall first cuts
+        the step, and stops the fit at the fourth cut); None runs all ``n_epochs`` (the
+        paper's protocol)
     alpha : float ≥ 0, ridge: the objective is mean log-loss + (alpha/2)‖W‖²; Fagan &
         Iyengar's μ (eq. 2, a sum over datapoints) is ``alpha·N``. The paper's experiments use
         μ = 0: pass ``alpha=0.0`` to reproduce them.
@@ -78,7 +84,7 @@ class _DoubleSumSGD(IterativeSoftmaxEstimator):
     _stops_on_tol = True
     _parameter_constraints = {
         "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
-        "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
+        "decay": DECAY_ADAPTIVE, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
         "shuffle": [StrOptions(set(SHUFFLE_MODES))],
         "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
         "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
@@ -175,7 +181,7 @@ class VanillaSGD(StreamingFit, _DoubleSumSGD):
         return step
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
-                 formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",
+                 formulation="proposed", alpha=1e-4, decay="auto", shuffle="uniform",
                  u_init=None, n_sampled=1, class_sampling="others", random_state=None,
                  verbose=False, warm_start=False):
         self.learning_rate = learning_rate
@@ -233,7 +239,7 @@ class UMax(VanillaSGD):
     _auto_cap = np.inf
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
-                 delta=1.0, formulation="proposed", alpha=1e-4, decay=0.9, shuffle="uniform",
+                 delta=1.0, formulation="proposed", alpha=1e-4, decay="auto", shuffle="uniform",
                  u_init=None, n_sampled=1, class_sampling="others", random_state=None,
                  verbose=False, warm_start=False):
         super().__init__(learning_rate=learning_rate, n_epochs=n_epochs, tol=tol,
@@ -267,7 +273,7 @@ class ImplicitSGD(StreamingFit, _DoubleSumSGD):
     _auto_learning_rate = 1.0
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
-                 alpha=1e-4, solver_tol=1e-10, solver="newton", decay=0.9, shuffle="uniform",
+                 alpha=1e-4, solver_tol=1e-10, solver="newton", decay="auto", shuffle="uniform",
                  u_init=None, random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
@@ -321,7 +327,11 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         ``η₁`` is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD). ``"auto"``
         (default): 10 on the rows divided by a power of two, as :class:`~xclib.ImplicitSGD`.
     n_epochs, tol, n_iter_no_change : at most ``n_epochs`` epochs, stopping as ImplicitSGD's
-    decay : float in (0, 1]
+    decay : "auto" (default), "adaptive" or float in (0, 1]: a number is the
+        per-epoch factor of the papers' schedule (0.9 in the papers); "adaptive" holds the step
+        while the loss falls and divides it by 5 when it stalls or blows up
+        (``StepRules._step_at``); "auto" is "adaptive" with ``learning_rate="auto"``, 0.9
+        with a number
     batch_size : int ≥ 1, n: rows per fixed minibatch S_j (F.3.1)
     n_sampled : int ≥ 1, m: classes drawn outside the batch's labels (clipped to K − |L_j|)
     alpha : float ≥ 0, ridge, the paper's μ = alpha·N
@@ -341,7 +351,7 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
     _auto_learning_rate = 10.0
     _parameter_constraints = {
         "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
-        "decay": DECAY, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
+        "decay": DECAY_ADAPTIVE, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
         "solver_tol": TOL, "solver_max_iter": MAX_ITER,
@@ -350,7 +360,7 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
     }
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
-                 batch_size=10, n_sampled=5, alpha=1e-4, decay=0.9, solver_tol=1e-8,
+                 batch_size=10, n_sampled=5, alpha=1e-4, decay="auto", solver_tol=1e-8,
                  solver_max_iter=50, u_init=None, random_state=None, verbose=False,
                  warm_start=False):
         self.learning_rate = learning_rate
