@@ -181,7 +181,8 @@ def test_fitted_model_pickles_small_without_the_oracle_index(data, oracle):
 
 
 def test_defaults_reach_liblinear_crammer_singer_on_bibtex():
-    """``Memoir()`` (SimpleLSH, alpha = 1e-3, 400 batches) within 0.03 of LIBLINEAR CS.
+    """``Memoir()`` (the exact margin at K = 146, alpha = 1e-3, 400 batches) and MEMOIR-LSH
+    (``oracle="simple_lsh"``) both within 0.03 of LIBLINEAR CS.
 
     The CS accuracy is the chapter's measured reference (LIBLINEAR ``-s 4 -c 1`` on the same
     L2-normalised Bibtex split, tests/references/05_memoir.json; scikit-learn's
@@ -197,11 +198,15 @@ def test_defaults_reach_liblinear_crammer_singer_on_bibtex():
     ref = json.loads((Path(__file__).parent / "references" / "05_memoir.json").read_text())
     cs = ref["bibtex_cs_accuracy"]["value"]
     keep = np.isin(yt, np.unique(y))
-    m = Memoir(random_state=0).fit(X, y)
+    default = Memoir(random_state=0).fit(X, y)
+    assert default.n_iter_ == 400 and default.oracle_.name == "exact"
+    assert default.score(Xt[keep], yt[keep]) >= cs - 0.03
+    m = Memoir(oracle="simple_lsh", random_state=0).fit(X, y)
     assert m.n_iter_ == 400 and m.oracle_.name == "simple_lsh"
     acc = m.score(Xt[keep], yt[keep])
     assert acc >= cs - 0.03, (acc, cs)
-    bad = Memoir(alpha=1.0, max_iter=25, random_state=0).fit(X, y)     # the paper's Table 4
+    bad = Memoir(oracle="simple_lsh", alpha=1.0, max_iter=25,
+                 random_state=0).fit(X, y)                               # the paper's Table 4
     assert bad.score(Xt[keep], yt[keep]) < acc - 0.15
 
 
