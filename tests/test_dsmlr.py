@@ -181,8 +181,8 @@ def test_reaches_the_lbfgs_optimum(schedule):
     X, y = _data(n=300)
     alpha = 1e-2
     opt = SoftmaxRegression(alpha=alpha, tol=1e-10).fit(X, y).objective_
-    m = DSMLR(alpha=alpha, learning_rate=0.05, n_epochs=40, n_workers=2, schedule=schedule,
-              random_state=0).fit(X, y)
+    m = DSMLR(alpha=alpha, learning_rate=0.05, n_epochs=40, tol=None, n_workers=2,
+              schedule=schedule, random_state=0).fit(X, y)
     obj = m.history_["objective"]
     assert obj[-1] < obj[0]
     assert (obj[-1] - opt) / opt < 2e-3
@@ -372,6 +372,19 @@ def test_auto_learning_rate_is_the_stability_bound():
     m = DSMLR(alpha=0.01, n_epochs=1, random_state=0).fit(X, y)
     assert m.learning_rate_ == pytest.approx(expect, rel=1e-12)
     assert DSMLR(learning_rate=0.3, n_epochs=1).fit(X, y).learning_rate_ == 0.3
+
+
+def test_auto_learning_rate_off_dask_is_the_bolder_typical_step():
+    """Rows of unequal norms: off Dask ``"auto"`` takes the geometric mean of the largest and
+    the mean ‖x‖² (it can back off); the safe bound of the longest row is smaller."""
+    X, y = _data()
+    X = sp.csr_matrix(sp.diags(np.linspace(0.5, 4.0, X.shape[0])) @ X)
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    bold = 1.0 / (5 * (np.sqrt(sq.max() * sq.mean()) + 2 * 0.01))
+    assert auto_learning_rate(X, 5, 0.01, typical=True) == pytest.approx(bold, rel=1e-12)
+    assert auto_learning_rate(X, 5, 0.01) < 0.7 * bold
+    m = DSMLR(alpha=0.01, n_epochs=1, tol=None, random_state=0).fit(X, y)
+    assert m.learning_rate_ == pytest.approx(bold, rel=1e-12)
 
 
 @pytest.mark.parametrize("schedule", ["sync", "async"])
