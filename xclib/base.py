@@ -64,7 +64,8 @@ from . import predict as _predict
 from . import streaming as _streaming
 from .fitloop import (  # DivergenceWarning and HISTORY_KEYS re-exported (__all__)
     HISTORY_KEYS, DivergenceWarning,
-    StepCuts, StopRule, Watch, copy_weights, divide_rows, finish_fit, finite, progress_bar, record_round,
+    StepCuts, StopRule, Watch, copy_weights, divide_rows, finish_fit, finite, progress_bar,
+    record_round,
 )
 from .metrics import softmax_loss_and_error
 from .steps import StepRules, max_row_norm, pow2_row_scale  # noqa: F401 (re-exported)

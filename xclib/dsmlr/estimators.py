@@ -237,8 +237,8 @@ class DSMLR(_WorkersHoldW, IterativeSoftmaxEstimator):
         η₀ of eq. (13), the paper's η: outer iteration t (1-based) uses ``η_t = η₀ / √t``
         (Theorem 1; no ``decay``). Eq. (13) multiplies the step by K, so η₀ must be below
         about ``1 / (K max‖x_i‖²)``; ``"auto"`` is that bound on Dask, else the bolder step of
-        :func:`auto_learning_rate`, cut by 5 when an epoch blows up or five stall. A float is η₀ of eq. (13) as printed, no conversion (the paper's
-        Table 3 values, η = 1e2–1e10, diverge with eq. (13) as printed: see chapter 3).
+        :func:`auto_learning_rate`, cut by 5 when an epoch blows up or five stall. A float is
+        η₀ of eq. (13) as printed (Table 3's η = 1e2–1e10 diverge then: see chapter 3).
     n_epochs, tol, n_iter_no_change : default 100, 1e-3, 5: at most T outer iterations,
         fewer by scikit-learn's rule (:class:`~xclib.base.StepRules`); ``tol=None`` runs all T.
     n_workers : int, default 1: P, clamped to ``min(P, N, K)`` with a warning.
