@@ -121,6 +121,19 @@ def test_scheduler_address_works_like_a_client(cluster):
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
+def test_the_clients_cached_identity_is_not_trusted(cluster, monkeypatch):
+    """``scheduler_info()`` may return a cache that a periodic refresh left without workers
+    (a CI run once stopped a fit on it: "workers ... left the cluster" while both lived)."""
+    client, _ = cluster
+    monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
+    X, y = _data(n=200)
+    kw = dict(alpha=1e-3, learning_rate=0.05, n_epochs=2, tol=None, n_workers=2,
+              random_state=1)
+    a = DSMLR(backend="dask", client=client, **kw).fit(X, y)
+    b = DSMLR(backend="serial", **kw).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
 def test_a_killed_worker_ends_the_fit_with_a_clear_error(cluster):
     """Runs last: it kills one of the module's two workers (SIGKILL, mid-fit)."""
     client, procs = cluster

@@ -25,7 +25,7 @@ import numpy as np
 
 from .ring_worker import RingWorker
 
-__all__ = ["DaskBackend", "RingWorker", "WorkerLostError"]
+__all__ = ["DaskBackend", "RingWorker", "WorkerLostError", "worker_addresses"]
 
 
 class WorkerLostError(RuntimeError):
@@ -36,6 +36,16 @@ def _close_owned(client, cluster):
     client.close()
     if cluster is not None:
         cluster.close()
+
+
+def worker_addresses(client):
+    """The addresses of the workers the scheduler knows now, asked of the scheduler itself.
+
+    ``client.scheduler_info()`` returns the client's cached identity, which a periodic
+    callback (every 2 s) refreshes *without* the per-worker entries: read at the wrong moment
+    it shows no workers at all. This asks for the full identity and uses the answer directly.
+    """
+    return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def _connect(client, P):
@@ -60,7 +70,7 @@ class _ActorRing:
     # -- waiting, bounded ------------------------------------------------------------------
     def _missing(self):
         try:
-            alive = self.client.scheduler_info()["workers"]
+            alive = worker_addresses(self.client)
         except Exception:  # the scheduler itself is gone
             return set(self.addr)
         return set(self.addr) - set(alive)
@@ -149,7 +159,7 @@ class DaskBackend(_ActorRing):
         self.client, own = _connect(client, P)
         self._finalizer = weakref.finalize(self, _close_owned, *own) if own else None
         self.actors = self._futures = None
-        workers = sorted(self.client.scheduler_info()["workers"])
+        workers = sorted(worker_addresses(self.client))
         if len(workers) < P:
             self.close()
             raise ValueError(f"the Dask client has {len(workers)} workers; n_workers={P} "

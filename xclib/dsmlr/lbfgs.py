@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..base import ALPHA, MAX_ITER, TOL, WARM_START, LinearSoftmaxClassifier, StrOptions
 from ..exact import softmax_objective
 from ..streaming import check_warm, warm_weights
-from .dask_backend import _close_owned, _connect
+from .dask_backend import _close_owned, _connect, worker_addresses
 from .estimators import CLIENT, N_WORKERS, pow2_scale
 from .schedules import partition
 
@@ -43,7 +43,7 @@ class _Gradients:
         self.blocks = [(X[rb[p]:rb[p + 1]], y[rb[p]:rb[p + 1]]) for p in range(P)]
         self.n, self.K, self.alpha, self.client = n, K, alpha, client
         if client is not None:
-            self.addr = sorted(client.scheduler_info()["workers"])
+            self.addr = sorted(worker_addresses(client))
             self.bf = [client.scatter(blk, workers=[self.addr[p % len(self.addr)]])
                        for p, blk in enumerate(self.blocks)]
 
