@@ -261,7 +261,13 @@ def test_record_curve_and_reasons():
                            ("l1", 1e-3, 10))])
     text = memoir_claims.record_reasons(report, reasons)
     assert v["news20_l1_nnz_ratio_0.0001"] == 0.5 and v["k1e4_acc_alpha1"] == 0.1
-    assert "0.90 at α = 1e-06" in text and text.startswith("At $K = 10^4$ α = 1 reaches 0.100")
+    assert "0.90 at α = 10⁻⁶" in text and text.startswith("At $K = 10^4$ α = 1 reaches 0.100")
+    assert v["l1_fewest_kept"] == 0.1 and "0.500 below" in text
+    assert "reaches the paper's range" in text  # 0.1 of ℓ2's non-zeros at α = 10⁻³
+    reasons.loc[reasons.penalty == "l1", "nnz"] = 95   # ℓ1 removes little
+    reasons.loc[reasons.alpha == 1.0, "accuracy"] = 0.59  # λ = 1 within 3 points
+    text = memoir_claims.record_reasons(report, reasons)
+    assert "does not come near the paper's 0.39" in text and "holds up" in text
 
 
 def _passing_values():
@@ -277,6 +283,7 @@ def _passing_values():
              synth1k_exact_accuracy=0.5, synth1k_l1_over_l2_nnz=0.5, fig1_nnz_ratio=0.5,
              fig1_acc_smallest_alpha=0.5, fig1_acc_largest_alpha=0.4,
              table2_best_factor=100, l2_acc_paper_alpha=0.5, l2_acc_our_alpha=0.5,
+             k1e4_acc_alpha1=0.5, **{"k1e4_acc_alpha1e-3": 0.5}, l1_fewest_kept=0.5,
              th_counter_exact=1.0, th_counter_paper=1.0, th_exact_risk=0.1,
              th_corrected=0.2, th_paper=0.15, th_eps=0.1)
     report = Report(glue=False)

@@ -1,10 +1,12 @@
 """The MEMOIR chapter's reproduction check, and the values of its last measurements that the
-check rests on (training time against K, the reasons measured at the "full" scale).
+check rests on (training time against K, the reasons measured).
 
 Every claim's status is computed from recorded values (``report.values``): "reproduced" when
 the measurement holds, "not reproduced" (with the evidence) when it does not.
 """
 from __future__ import annotations
+
+import math
 
 from xclib.book.memoir import TAG
 
@@ -39,22 +41,42 @@ L1_ALPHAS = (1e-6, 1e-4, 1e-3)
 def record_reasons(report, reasons):
     """Record the reasons' runs (``reasons``: data, penalty, alpha, nnz, accuracy): ℓ1's
     non-zeros over ℓ2's on each real set, the accuracy at K = 10⁴ with α = 1 and 10⁻³;
-    return the sentence that reports them."""
+    return the sentences that report them and what they show."""
     names = ("bibtex", "20newsgroups")
+    ratios = []
     for n in names:
         g = reasons[reasons.data == n].set_index(["penalty", "alpha"]).nnz
         l2 = g.xs("l2").iloc[0]
         for a in L1_ALPHAS:
-            report.record(f"{TAG[n]}_l1_nnz_ratio_{a:g}", float(g["l1", a] / l2))
+            ratios.append(float(g["l1", a] / l2))
+            report.record(f"{TAG[n]}_l1_nnz_ratio_{a:g}", ratios[-1])
     k4 = reasons[reasons.data == "K = 10⁴"].set_index("alpha").accuracy
     report.record("k1e4_acc_alpha1", float(k4[1.0]))
     report.record("k1e4_acc_alpha1e-3", float(k4[1e-3]))
+    report.record("l1_fewest_kept", min(ratios))
     v = report.values
+    gap = k4[1e-3] - k4[1.0]
+    lam = ("so the paper's λ = 1 holds up where a class sees few pairs per batch"
+           if gap <= 0.03 else
+           f"{gap:.3f} below: the small share of pairs per class at this K does not "
+           "rescue λ = 1 in the paper's 25 batches")
+    l1 = ("ℓ1 does not come near the paper's 0.39 on real tf-idf rows either, even at a "
+          "thousand times the paper's α: at our K the truncation removes little at every α "
+          "tried, and what gave the paper its ratio at 12,294 classes is not reproduced here"
+          if min(ratios) > 0.6 else
+          "ℓ1 reaches the paper's range on real tf-idf rows at the larger α")
+    shown = {"bibtex": "Bibtex", "20newsgroups": "20 Newsgroups"}
     return (f"At $K = 10^4$ α = 1 reaches {k4[1.0]:.3f} against {k4[1e-3]:.3f} with "
-            "α = 10⁻³. ℓ1 keeps, of ℓ2's non-zeros, " + "; ".join(
-                f"{n}: " + ", ".join(f"{v[f'{TAG[n]}_l1_nnz_ratio_{a:g}']:.2f} "
-                                     f"at α = {a:g}" for a in L1_ALPHAS)
-                for n in names) + " (the paper: 0.39 at 10⁻⁶).")
+            f"α = 10⁻³, {lam}. ℓ1 keeps, of ℓ2's non-zeros, " + "; ".join(
+                f"{shown[n]}: " + ", ".join(f"{v[f'{TAG[n]}_l1_nnz_ratio_{a:g}']:.2f} "
+                                            f"at α = {_pow10(a)}" for a in L1_ALPHAS)
+                for n in names) + f" (the paper: 0.39 at 10⁻⁶): {l1}.")
+
+
+def _pow10(a):
+    """10⁻⁶ for 1e-6."""
+    e = str(round(math.log10(a)))
+    return "10" + e.translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
 PAPER_LSH = "LSHTC1: MEMOIR-LSH 34.6% vs M-SVM 36.4%"
@@ -65,7 +87,9 @@ WHY_RECALL = ("SimpleLSH's 64 bits rank ALOI's 999 rows by noise: every transfor
               "accuracy (see 'Why SimpleLSH misses on ALOI')")
 WHY_L1 = ("measured in the Figure 1 analogue: at α ≤ 10⁻² the threshold "
           "(K/|R_t|)·α·η_t stays below 2·10⁻³, smaller than the weights a step "
-          "writes, so truncation removes little; see the text under Figure 1")
+          "writes, so truncation removes little; see the text under Figure 1. On real "
+          "tf-idf rows (Bibtex, 20 Newsgroups) ℓ1 keeps at least l1_fewest_kept of ℓ2's "
+          "non-zeros up to α = 10⁻³ ('The reasons, measured')")
 
 
 def _decider(report):
@@ -144,7 +168,7 @@ def _objective_claims(report, decide, K_big):
     """The claims on the objective: ℓ1's memory, the batch size, λ, Theorem 1."""
     v = report.values
     decide("MEMOIR-ℓ1 uses less memory than ℓ2 (ratio of nnz(W), K = 1000)",
-           v["synth1k_l1_over_l2_nnz"] < 1.0, "synth1k_l1_over_l2_nnz",
+           v["synth1k_l1_over_l2_nnz"] < 1.0, ["synth1k_l1_over_l2_nnz", "l1_fewest_kept"],
            "LSHTC1: 46M / 119M = 0.39", WHY_L1)
     decide("Larger α in MEMOIR-ℓ1 trades accuracy for memory (Figure 1: α from 10⁻⁶ to "
            "10⁻² removes at least 30% of the non-zeros)", v["fig1_nnz_ratio"] < 0.7,
@@ -156,9 +180,11 @@ def _objective_claims(report, decide, K_big):
     decide("Table 4's λ = 1 trains MEMOIR-ℓ2 about as well as a smaller ridge (within 3 "
            "points of α = 10⁻³, K = 1000)",
            v["l2_acc_paper_alpha"] >= v["l2_acc_our_alpha"] - 0.03,
-           ["l2_acc_paper_alpha", "l2_acc_our_alpha"], "λ = 1 in Table 4",
+           ["l2_acc_paper_alpha", "l2_acc_our_alpha", "k1e4_acc_alpha1",
+            "k1e4_acc_alpha1e-3"], "λ = 1 in Table 4",
            "the summed batch update against the ball of radius 1/√α: derivation in 'The "
-           "summed batch update', table in 'α of MEMOIR-ℓ2'")
+           "summed batch update', table in 'α of MEMOIR-ℓ2'; at K = 10⁴, where a class sees "
+           "fewer pairs per batch, in 'The reasons, measured'")
     decide("Theorem 1's step from the exact to the inexact margin, as printed: "
            "ℓ_ρ(m) ≤ ℓ_ρ(1+ε)(m̄) (at the counterexample m̄ = 0, m = −ερ)",
            v["th_counter_exact"] <= v["th_counter_paper"] + 1e-12,
