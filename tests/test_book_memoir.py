@@ -17,7 +17,7 @@ from xclib.book.memoir import (buys_table, liblinear_baselines, liblinear_fit,  
                                prototype_set, query_rows, real_summary, record_aloi,
                                record_big, record_label_metrics, record_oracles,
                                record_real, record_table3, summarise_aloi, timed_query,
-                               validation_split)
+                               validation_split, warned_phrase)
 from xclib.book.report import Report  # noqa: E402
 from xclib.mips import ExactMIPS, SimpleLSH  # noqa: E402
 
@@ -117,6 +117,8 @@ def test_real_summary_and_record_real():
     assert v["real_cs_minus_lsh_max"] == pytest.approx(0.58 - 0.505)
     assert v["delicious_cs_train_s"] == 5.0 and v["news20_hnsw_gap"] == 0
     assert v["delicious_fit_phrase"].startswith("yet the exact margin")
+    assert v["real_warn_phrase"].startswith("no run")  # every final hinge is 0.8
+    assert warned_phrase(["a", "b", "c"]).startswith("the a, b and c (the seeds' mean")
 
 
 def test_buys_table_times_to_a_common_target():
@@ -148,7 +150,7 @@ def test_record_label_metrics_and_the_p5_gap():
 def test_summarise_and_record_aloi():
     runs = pd.DataFrame([dict(model=m, seed=s, accuracy=a + 0.02 * s, macro_f1=0.1,
                               train_s=1.0, predict_s=0.1, memory_MB=1.0,
-                              ip_per_query=10.0, recall=r, coef=None)
+                              ip_per_query=10.0, recall=r, coef=None, hinge=2 * r)
                          for m, a, r in (("exact", 0.8, 1.0), ("SimpleLSH", 0.6, 0.3),
                                          ("wide", 0.7, 0.6)) for s in (0, 1)])
     aloi = summarise_aloi(runs)
@@ -160,6 +162,7 @@ def test_summarise_and_record_aloi():
     assert v["aloi_lsh_gap"] == pytest.approx(0.2)
     assert v["aloi_lsh_acc_seeds"] == [0.6, 0.62]
     assert v["aloi_cand_share"] == 16 / 999
+    assert v["aloi_warn_phrase"].startswith("the exact runs and wide runs (the")
 
 
 def test_lsh_squeeze_sees_rows_of_small_norm_near_90_degrees():

@@ -19,13 +19,16 @@ from xclib.book import timer
 from xclib.memoir import make_prototype_data, multiclass_hinge
 from xclib.metrics import accuracy, macro_f1, rank_scores, ranking_metrics
 
-__all__ = ["TAG", "load_real", "prototype_set", "protocol_card", "validation_split",
+__all__ = ["TAG", "SHOWN", "load_real", "prototype_set", "protocol_card", "validation_split",
            "liblinear_fit", "liblinear_baselines", "record_real", "label_metrics_table",
            "summarise_aloi", "record_aloi", "lsh_squeeze", "timed_query", "query_rows",
-           "record_big", "record_table3", "paper_table3", "paper_table2", "buys_table"]
+           "record_big", "record_table3", "paper_table3", "paper_table2", "buys_table",
+           "warned_phrase"]
 
 #: the short name of each real set in the recorded keys
 TAG = {"bibtex": "bibtex", "delicious": "delicious", "20newsgroups": "news20"}
+#: the name of each real set in the text
+SHOWN = {"bibtex": "Bibtex", "delicious": "Delicious", "20newsgroups": "20 Newsgroups"}
 #: the short name of each oracle in the recorded keys
 KEY = {"exact": "exact", "SimpleLSH": "lsh", "HNSW": "hnsw"}
 MULTI_LABEL = ("bibtex", "delicious")
@@ -155,6 +158,16 @@ def real_summary(runs, base):
     return summary.sort_index(level=0, sort_remaining=False)
 
 
+def warned_phrase(runs):
+    """The runs whose training hinge ended at or above 1, that of W = 0 (Memoir warns of
+    them), as a phrase."""
+    if not runs:
+        return "no run: every training hinge ends below 1"
+    return ("the " + (" and ".join(runs) if len(runs) < 3 else
+                      ", ".join(runs[:-1]) + " and " + runs[-1])
+            + " (the seeds' mean final hinge at or above 1)")
+
+
 def record_real(report, runs, base):
     """Record the real sets' results: per set and oracle, and the gaps the text quotes."""
     final = _finals(runs)
@@ -181,6 +194,9 @@ def record_real(report, runs, base):
     fit_gap = final.groupby(["dataset", "oracle"]).train_accuracy.mean()
     report.record("delicious_exact_train_acc", float(fit_gap["delicious", "exact"]))
     report.record("delicious_lsh_train_acc", float(fit_gap["delicious", "SimpleLSH"]))
+    hinge = final.groupby(["dataset", "oracle"], sort=False).hinge.mean()
+    report.record("real_warn_phrase", warned_phrase(
+        [f"{SHOWN[n]} runs with the {o} margin" for (n, o), h in hinge.items() if h >= 1]))
     overfit = fit_gap["delicious", "exact"] > fit_gap["delicious", "SimpleLSH"]
     report.record("delicious_fit_phrase", (
         "yet the exact margin fits the training rows better" if overfit else
@@ -242,7 +258,8 @@ def summarise_aloi(aloi_runs):
         accuracy=("accuracy", "mean"), spread=("accuracy", lambda a: a.max() - a.min()),
         macro_f1=("macro_f1", "mean"), recall=("recall", "mean"),
         ip_per_query=("ip_per_query", "mean"), train_s=("train_s", "mean"),
-        predict_s=("predict_s", "mean"), memory_MB=("memory_MB", "mean"))
+        predict_s=("predict_s", "mean"), memory_MB=("memory_MB", "mean"),
+        hinge=("hinge", "mean"))
 
 
 def record_aloi(report, aloi, aloi_runs, wide, n_classes):
@@ -258,6 +275,8 @@ def record_aloi(report, aloi, aloi_runs, wide, n_classes):
                   list(aloi_runs[aloi_runs.model == "SimpleLSH"].accuracy))
     report.record("aloi_lsh_gap", aloi.accuracy["exact"] - aloi.accuracy["SimpleLSH"])
     report.record("aloi_cand_share", 16 / (n_classes - 1))
+    report.record("aloi_warn_phrase", warned_phrase(
+        [f"{label} runs" for label, h in aloi.hinge.items() if h >= 1]))
 
 
 def lsh_squeeze(W, Xq):

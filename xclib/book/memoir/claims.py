@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from xclib.book.memoir import TAG
+from xclib.book.memoir import SHOWN, TAG
 
 __all__ = ["record_curve", "record_reasons", "check_claims"]
 
@@ -65,10 +65,9 @@ def record_reasons(report, reasons):
           "tried, and what gave the paper its ratio at 12,294 classes is not reproduced here"
           if min(ratios) > 0.6 else
           "ℓ1 reaches the paper's range on real tf-idf rows at the larger α")
-    shown = {"bibtex": "Bibtex", "20newsgroups": "20 Newsgroups"}
     return (f"At $K = 10^4$ α = 1 reaches {k4[1.0]:.3f} against {k4[1e-3]:.3f} with "
             f"α = 10⁻³, {lam}. ℓ1 keeps, of ℓ2's non-zeros, " + "; ".join(
-                f"{shown[n]}: " + ", ".join(f"{v[f'{TAG[n]}_l1_nnz_ratio_{a:g}']:.2f} "
+                f"{SHOWN[n]}: " + ", ".join(f"{v[f'{TAG[n]}_l1_nnz_ratio_{a:g}']:.2f} "
                                             f"at α = {_pow10(a)}" for a in L1_ALPHAS)
                 for n in names) + f" (the paper: 0.39 at 10⁻⁶): {l1}.")
 
