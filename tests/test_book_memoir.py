@@ -145,6 +145,7 @@ def test_record_label_metrics_and_the_p5_gap():
     assert report.values["bibtex_test_labels_per_row"] == 1.5
     assert report.values["bibtex_lsh_ndcg5"] == 0.4
     assert report.values["ml_lsh_p5_gap_max"] == pytest.approx(0.1)
+    assert report.values["ml_lsh_p5_phrase"].endswith("by at most 0.100 on these two sets")
 
 
 def test_summarise_and_record_aloi():
