@@ -134,6 +134,30 @@ def test_the_clients_cached_identity_is_not_trusted(cluster, monkeypatch):
     np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
+def test_two_fits_on_the_same_data_share_no_data_keys(cluster, monkeypatch):
+    """A fit's scattered blocks get keys of its own: with content-hashed keys, a fit right
+    after another on the same data reused keys the scheduler was still releasing, and its
+    actors were cancelled ("computation on lost data", seen in CI)."""
+    client, _ = cluster
+    keys, scatter = [], client.scatter
+
+    def recording(*args, **kwargs):
+        out = scatter(*args, **kwargs)
+        keys.append({f.key for f in (out if isinstance(out, list) else [out])})
+        return out
+
+    monkeypatch.setattr(client, "scatter", recording)
+    X, y = _data(n=200)
+    kw = dict(alpha=1e-3, learning_rate=0.05, n_epochs=1, tol=None, n_workers=2,
+              backend="dask", client=client, random_state=1)
+    a = DSMLR(**kw).fit(X, y)
+    first = set().union(*keys)
+    keys.clear()
+    b = DSMLR(**kw).fit(X, y)
+    assert first and not first & set().union(*keys)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
 def test_a_killed_worker_ends_the_fit_with_a_clear_error(cluster):
     """Runs last: it kills one of the module's two workers (SIGKILL, mid-fit)."""
     client, procs = cluster

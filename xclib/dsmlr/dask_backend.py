@@ -178,7 +178,11 @@ class DaskBackend(_ActorRing):
         c, P, addr = self.client, self.P, self.addr
         futs = []
         for p in range(P):  # each data block crosses to its worker once, here
-            Xf, yf, bf = c.scatter([blocks.X[p], blocks.y[p], blocks.b[p]], workers=[addr[p]])
+            # hash=False: keys of this fit's own. Content-hashed keys are those of an earlier
+            # fit on the same data, which the scheduler may still be releasing: the actor
+            # would then depend on "lost data" and be cancelled (seen in CI)
+            Xf, yf, bf = c.scatter([blocks.X[p], blocks.y[p], blocks.b[p]], workers=[addr[p]],
+                                   hash=False)
             futs.append(c.submit(RingWorker, p, P, Xf, yf, bf, self.K, self.timeout,
                                  actor=True, workers=[addr[p]], allow_other_workers=False,
                                  pure=False))

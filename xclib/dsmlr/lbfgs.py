@@ -44,14 +44,15 @@ class _Gradients:
         self.n, self.K, self.alpha, self.client = n, K, alpha, client
         if client is not None:
             self.addr = sorted(worker_addresses(client))
-            self.bf = [client.scatter(blk, workers=[self.addr[p % len(self.addr)]])
+            self.bf = [client.scatter(blk, workers=[self.addr[p % len(self.addr)]],
+                                      hash=False)  # keys of this fit (see DaskBackend)
                        for p, blk in enumerate(self.blocks)]
 
     def __call__(self, theta):
         W = theta.reshape(self.K, -1)
         c = self.client
         if c is not None:
-            Wf = c.scatter(W, broadcast=True)
+            Wf = c.scatter(W, broadcast=True, hash=False)
             res = c.gather([c.submit(_partial, bf, Wf, pure=False,
                                      workers=[self.addr[p % len(self.addr)]])
                             for p, bf in enumerate(self.bf)])
