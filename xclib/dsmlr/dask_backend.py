@@ -14,6 +14,11 @@ A worker that dies takes its data block and the parameter blocks it holds with i
 notices (the scheduler drops the worker, or an actor call fails, or nothing finishes within
 ``timeout``), tells the surviving actors to stop, and raises :class:`WorkerLostError`.
 
+The data blocks are scattered with ``hash=False``, under keys of this fit's own: with keys
+hashed from the content, a fit right after another on the same data would reuse keys that
+the scheduler may still be releasing, and its actors would be cancelled ("computation on
+lost data").
+
 This module is the driver's side; the actor is :class:`~.ring_worker.RingWorker`.
 """
 from __future__ import annotations
@@ -178,11 +183,8 @@ class DaskBackend(_ActorRing):
         c, P, addr = self.client, self.P, self.addr
         futs = []
         for p in range(P):  # each data block crosses to its worker once, here
-            # hash=False: keys of this fit's own. Content-hashed keys are those of an earlier
-            # fit on the same data, which the scheduler may still be releasing: the actor
-            # would then depend on "lost data" and be cancelled (seen in CI)
             Xf, yf, bf = c.scatter([blocks.X[p], blocks.y[p], blocks.b[p]], workers=[addr[p]],
-                                   hash=False)
+                                   hash=False)  # keys of this fit's own (module docstring)
             futs.append(c.submit(RingWorker, p, P, Xf, yf, bf, self.K, self.timeout,
                                  actor=True, workers=[addr[p]], allow_other_workers=False,
                                  pure=False))
