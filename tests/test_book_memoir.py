@@ -118,7 +118,10 @@ def test_real_summary_and_record_real():
     assert v["delicious_cs_train_s"] == 5.0 and v["news20_hnsw_gap"] == 0
     assert v["delicious_fit_phrase"].startswith("yet the exact margin")
     assert v["real_warn_phrase"].startswith("no run")  # every final hinge is 0.8
-    assert warned_phrase(["a", "b", "c"]).startswith("the a, b and c (the seeds' mean")
+    assert warned_phrase({"a runs": [1.2, 0.9], "b runs": [0.5], "c runs": [1.0, 1.1]}) \
+        == "1 of the 2 a runs and all 2 c runs"
+    assert warned_phrase({"a": [1.0], "b": [2.0], "c": [1.5, 0.2]}) \
+        == "the a, the b and 1 of the 2 c"
 
 
 def test_buys_table_times_to_a_common_target():
@@ -163,7 +166,7 @@ def test_summarise_and_record_aloi():
     assert v["aloi_lsh_gap"] == pytest.approx(0.2)
     assert v["aloi_lsh_acc_seeds"] == [0.6, 0.62]
     assert v["aloi_cand_share"] == 16 / 999
-    assert v["aloi_warn_phrase"].startswith("the exact runs and wide runs (the")
+    assert v["aloi_warn_phrase"] == "all 2 exact runs and all 2 wide runs"
 
 
 def test_lsh_squeeze_sees_rows_of_small_norm_near_90_degrees():
@@ -267,7 +270,7 @@ def test_record_curve_and_reasons():
     assert v["news20_l1_nnz_ratio_0.0001"] == 0.5 and v["k1e4_acc_alpha1"] == 0.1
     assert "0.90 at α = 10⁻⁶" in text and text.startswith("At $K = 10^4$ α = 1 reaches 0.100")
     assert v["l1_fewest_kept"] == 0.1 and "0.500 below" in text
-    assert "reaches the paper's range" in text  # 0.1 of ℓ2's non-zeros at α = 10⁻³
+    assert "it keeps as little as 0.10 of ℓ2's non-zeros" in text  # at α = 10⁻³
     reasons.loc[reasons.penalty == "l1", "nnz"] = 95   # ℓ1 removes little
     reasons.loc[reasons.alpha == 1.0, "accuracy"] = 0.59  # λ = 1 within 3 points
     text = memoir_claims.record_reasons(report, reasons)
