@@ -458,6 +458,15 @@ def test_multinomial_batch_statistics_and_kron_operator():
     out = np.empty_like(v)
     sigma_matvec(X.indptr, X.indices, X.data, batch, M, 0.1, v, out)
     np.testing.assert_allclose(out, A @ v, rtol=1e-10, atol=1e-13)
+    # the solvers run feature-major inside (_sigma_matvec_fm) and take and return W's
+    # class-major layout: after K·D iterations both solve the formed system
+    x = np.empty_like(v)
+    for solver in (cg_sigma, lsqr_sigma):
+        solver(X.indptr, X.indices, X.data, batch, M, 0.1, v, K * 5, x)
+        np.testing.assert_allclose(A @ x, v, rtol=1e-7, atol=1e-9)
+    # and one CG step is the exact line minimiser along the right-hand side
+    cg_sigma(X.indptr, X.indices, X.data, batch, M, 0.1, v, 1, x)
+    np.testing.assert_allclose(x, (v @ v) / (v @ A @ v) * v, rtol=1e-10)
 
 
 @pytest.mark.parametrize("spread", [1.0, 30.0, 700.0])
