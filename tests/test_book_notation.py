@@ -2,7 +2,7 @@
 import pytest
 
 from xclib.book.notation import (claim_defaults, claim_stream, defaults_table,
-                                 record_defaults, sizes_table)
+                                 record_defaults, sizes_table, unconverged)
 from xclib.book.report import Report
 
 
@@ -30,6 +30,26 @@ def test_defaults_table_keeps_the_order_of_the_rows_and_ends_with_the_reference(
     assert wide.loc["Slow()", "B"] == "-0.020 · 4.0×"
     assert wide.loc["Binary()", "A"] == ""  # not run on A
     assert wide.loc["LogisticRegression()", "A"] == "0.800 · 2.0 s"
+
+
+def test_an_unconverged_reference_is_marked_and_named_with_the_exact_solver():
+    """Where LogisticRegression() stopped at max_iter, its cell says so and the recorded
+    sentence sets SoftmaxRegression()'s accuracy beside its own."""
+    rows = [dict(r, sklearn_warnings=["ConvergenceWarning"] if r["set"] == "A" else [])
+            for r in ROWS] + [dict(_row("A", "SoftmaxRegression()", 0.15, 20.0),
+                                   sklearn_warnings=["ConvergenceWarning"])]
+    assert unconverged(rows) == ["A"]
+    wide = defaults_table(rows)
+    assert wide.loc["LogisticRegression()", "A"] == "0.800 · 2.0 s (max_iter)"
+    assert wide.loc["LogisticRegression()", "B"] == "0.800 · 2.0 s"
+    report = Report(glue=False)
+    record_defaults(report, rows)
+    assert report.values["defaults_sklearn_unconverged"] == (
+        "it stopped at its max_iter = 100 without converging on A (its test accuracy 0.800, "
+        "SoftmaxRegression()'s 0.950): there the seconds compare with an unfinished fit")
+    report = Report(glue=False)
+    record_defaults(report, ROWS)  # rows without the key: no warning recorded
+    assert report.values["defaults_sklearn_unconverged"] == "it converged on every set"
 
 
 def test_sizes_table_has_one_column_per_set():

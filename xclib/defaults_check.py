@@ -164,7 +164,10 @@ def run(sets=None, estimators=None, seed=0, n_jobs=None):
     Returns
     -------
     list of dict with keys ``set, estimator, accuracy, seconds, sklearn_accuracy,
-    sklearn_seconds, gap, time_ratio, within_time, diverged, warnings, n_train, n_test, K``.
+    sklearn_seconds, sklearn_warnings, gap, time_ratio, within_time, diverged, warnings,
+    n_train, n_test, K`` (``warnings``, ``sklearn_warnings``: the names of the warnings
+    each fit raised, e.g. ``ConvergenceWarning`` when ``LogisticRegression()`` stopped at
+    its ``max_iter``).
     """
     from .book import one_per_core
 
@@ -178,7 +181,7 @@ def _run_set(name, estimators, seed):
 
     Xtr, ytr, Xte, yte, _ = load_case(name, seed)
     K = int(np.unique(ytr).size)
-    ref, ref_s, _ = _fit(LogisticRegression, Xtr, ytr, seed)
+    ref, ref_s, ref_warnings = _fit(LogisticRegression, Xtr, ytr, seed)
     ref_acc = float(ref.score(Xte, yte))
     table = {**(BINARY if K == 2 else {}), **MULTICLASS}
     rows = []
@@ -189,6 +192,7 @@ def _run_set(name, estimators, seed):
         acc = float(model.score(Xte, yte))
         rows.append(dict(set=name, estimator=label, accuracy=acc, seconds=s,
                          sklearn_accuracy=ref_acc, sklearn_seconds=ref_s,
+                         sklearn_warnings=ref_warnings,
                          gap=acc - ref_acc, time_ratio=s / ref_s,
                          within_time=s <= TIME_FACTOR * max(ref_s, TIME_FLOOR),
                          diverged=bool(getattr(model, "diverged_", False)),
