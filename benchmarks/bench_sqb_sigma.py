@@ -13,7 +13,8 @@ one run, best of ``--repeat``; numba's compilation excluded. Not part of the tes
 from __future__ import annotations
 
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -21,6 +22,9 @@ from numba import njit
 from xclib import datasets
 from xclib.sqb.bound import softmax_bound_matvec
 from xclib.sqb.solvers import _sigma_matvec_fm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import floors  # noqa: E402
 
 
 @njit(cache=True)
@@ -43,16 +47,6 @@ def class_major_matvec(indptr, indices, data, batch, M, alpha, v, out):
                 out[k * D + indices[p]] += data[p] * t[k]
 
 
-def best(f, repeat):
-    f()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
@@ -71,10 +65,10 @@ def main():
         v, vt = V.ravel().copy(), V.T.ravel().copy()
         out, out_t = np.empty_like(v), np.empty_like(v)
         args_ = (X.indptr, X.indices, X.data, batch, M, 0.1)
-        cm = best(lambda: class_major_matvec(*args_, v, out), args.repeat)
-        fm = best(lambda: _sigma_matvec_fm(*args_, vt, out_t), args.repeat)
+        cm = floors.best(lambda: class_major_matvec(*args_, v, out), repeat=args.repeat)
+        fm = floors.best(lambda: _sigma_matvec_fm(*args_, vt, out_t), repeat=args.repeat)
         assert np.allclose(out, out_t.reshape(D, K).T.ravel())
-        one_pass = best(lambda: X @ V.T, args.repeat)
+        one_pass = floors.best(lambda: X @ V.T, repeat=args.repeat)
         print(f"{name:14s} {X.shape[0]:7d} {D:6d} {K:5d} {cm:14.4f} {fm:16.4f} "
               f"{cm / fm:9.2f} {one_pass:9.4f} {fm / one_pass:9.2f}")
 

@@ -24,7 +24,9 @@ def _proba(X, W, b):
     return p / p.sum(axis=1, keepdims=True)
 
 
-def test_log_loss_and_error_match_sklearn(problem, monkeypatch):
+@pytest.mark.parametrize("fused_from", [1, 32])
+def test_log_loss_and_error_match_sklearn(problem, monkeypatch, fused_from):
+    monkeypatch.setattr(M, "FUSED_MIN_CLASSES", fused_from)  # K = 9: fused, then blocked
     X, y, W, b = problem
     p = _proba(X, W, b)
     ref_loss = log_loss(y, p, labels=np.arange(9))
@@ -33,11 +35,45 @@ def test_log_loss_and_error_match_sklearn(problem, monkeypatch):
     assert loss == pytest.approx(ref_loss, rel=1e-12)
     assert err == pytest.approx(ref_err)
     assert M.softmax_log_loss(W, X, y, b, normalize=False) == pytest.approx(300 * ref_loss)
-    # tiny blocks: the blocked path gives the same numbers
-    monkeypatch.setattr(M, "BLOCK_ENTRIES", 20)
+    # CSR rows take the fused kernel; dense rows and tiny blocks the blocked path: same numbers
+    dense = M.softmax_loss_and_error(W, X.toarray(), y, b)
+    assert dense[0] == pytest.approx(ref_loss, rel=1e-12) and dense[1] == err
     blocks = list(M.score_blocks(W, X, b, block_entries=20))
     assert len(blocks) == 150
-    assert M.softmax_log_loss(W, X, y, b) == pytest.approx(ref_loss, rel=1e-12)
+    total, wrong = M.blocked_loss_error(W, X, y, b, block_entries=20)
+    assert total == pytest.approx(300 * ref_loss, rel=1e-12) and wrong == round(300 * ref_err)
+
+
+def test_fused_loss_matches_blocks_on_hard_rows(monkeypatch):
+    """Empty rows, tied scores (the first arg-max counts, as numpy's), no intercept, K = 1,
+    scores far apart (exponentials that underflow), float32 weights; the fused kernel at
+    every K here (the library uses it from K = 32)."""
+    monkeypatch.setattr(M, "FUSED_MIN_CLASSES", 1)
+    rng = np.random.default_rng(1)
+    X = sp.random(50, 6, density=0.4, format="csr", random_state=np.random.RandomState(1))
+    X = sp.diags(np.r_[np.zeros(5), np.ones(45)]) @ X
+    X.eliminate_zeros()
+    y = rng.integers(0, 4, size=50)
+    W = np.round(rng.normal(size=(4, 6)))  # integer weights on 0/1 rows: ties
+    X.data[:] = 1.0
+    for coef, b in ((W, None), (W, np.zeros(4)), (800 * W, rng.normal(size=4)),
+                    (W.astype(np.float32), None)):
+        fused = M.softmax_loss_and_error(coef, X, y, b, normalize=False)
+        total, wrong = M.blocked_loss_error(coef, X, y, b)
+        assert fused[0] == pytest.approx(total, rel=1e-13)
+        assert fused[1] == wrong / 50
+    one = M.softmax_loss_and_error(W[:1], X, np.zeros(50, int))
+    assert one == (0.0, 0.0)
+
+
+def test_non_finite_weights_give_nan_not_a_number():
+    X = sp.random(20, 5, density=0.5, format="csr", random_state=np.random.RandomState(2))
+    W = np.ones((3, 5))
+    W[1, 2] = np.nan
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(M.softmax_log_loss(W, X, np.zeros(20, int)))
+        W[1, 2] = np.inf
+        assert not np.isfinite(M.softmax_log_loss(W, X, np.zeros(20, int)))
 
 
 def test_true_label_rank(problem):
