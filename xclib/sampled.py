@@ -5,8 +5,8 @@ approximations of the softmax likelihood, all run as minibatch SGD with ``n = 10
 datapoints and ``m = 5`` sampled classes per step (here ``batch_size`` and ``n_sampled``;
 the default minibatch is 10 rows, see :class:`OVE`). Every method minimises a per-datapoint
 surrogate ``ℓ_i(s)`` of the log-loss ``−log softmax(s)_{y_i}`` that only touches the scores
-``s_j = x_iᵀ w_j`` of the true class and of the ``m`` sampled classes ``S`` (drawn uniformly with replacement from all
-``K`` classes, shared by the minibatch):
+``s_j = x_iᵀ w_j`` of the true class and of the ``m`` sampled classes ``S`` (drawn uniformly
+with replacement from all ``K`` classes, shared by the minibatch):
 
 * **OVE** (one-vs-each bound, Titsias 2016):
   ``ℓ_i = (K/m) Σ_{j∈S, j≠y_i} log(1 + e^{s_j − s_{y_i}})``, an unbiased estimate of the
