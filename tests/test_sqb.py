@@ -299,8 +299,8 @@ def test_sqb_effective_passes_and_determinism(problem):
     passes = np.array(a.history_["passes"])
     assert np.all(passes >= np.arange(1, 5)) and np.all(passes < np.arange(1, 5) + 0.1)
     assert a.n_iter_ > 4
-    # the default (both batches all rows): one iteration, two passes, per round
-    d = SQB(n_epochs=4).fit(X, y)
+    # both batches all rows (the default's) at the step 1: one iteration, two passes, a round
+    d = SQB(learning_rate=1.0, n_epochs=4).fit(X, y)
     assert d.history_["passes"] == [2.0, 4.0, 6.0, 8.0] and d.n_iter_ == 4
 
 
@@ -553,7 +553,7 @@ def test_row_products_charge_the_inner_solve(problem, solver, per_step):
     """Full batches: T gradient rows, T curvature rows, and l (CG) or 2l + 1 (LSQR) products
     of Σ with a vector over all T rows, per step."""
     X, y, alpha, *_ = problem
-    params = dict(alpha=alpha, solver=solver, n_inner=3, n_epochs=3)
+    params = dict(alpha=alpha, solver=solver, n_inner=3, n_epochs=3, learning_rate=1.0)
     rows = SQB(**params).fit(X, y)
     products = SQB(**params, pass_unit="row_products").fit(X, y)
     assert rows.history_["passes"] == [2.0, 4.0, 6.0]

@@ -12,7 +12,9 @@ The package reads like the chapter:
 3. :mod:`~xclib.sqb.solvers` — **the SQB step** (eq. 5)
    ``θ ← θ − a (Σ_S + αI)⁻¹ (μ_T + αθ)``, the system solved by a few LSQR or CG iterations,
    batches growing as ``b_k = min(cap, b¹ + round((k−1)γ))`` (Section 4.2; γ rows an
-   iteration, or γ·T rows with ``gamma_unit="fraction"``, the two readings of the paper's γ).
+   iteration, or γ·T rows with ``gamma_unit="fraction"``, the two readings of the paper's γ);
+   with ``learning_rate="auto"`` (beyond the paper) the step along the bound's direction is
+   searched on the cost (:func:`~xclib.sqb.solvers.search_step`).
 4. :mod:`~xclib.sqb.objective` — **the objective** of every estimator (eq. 4)
    ``L(θ) = (1/T) Σ_j [log(1 + exp(θᵀx_j)) − y_j θᵀx_j] + (α/2) ‖θ‖²``, y_j ∈ {0, 1},
    and its optimum by L-BFGS.
@@ -21,7 +23,7 @@ The package reads like the chapter:
 6. :mod:`~xclib.sqb.estimators` — :class:`SQB` and :class:`MultinomialSQB`.
 
 The paper's symbols in the book's vocabulary: its ridge η (eq. 4 is a mean) is ``alpha``;
-its step α_k is ``learning_rate``; l is ``n_inner``; γ_μ, γ_Σ, b¹ and the caps are
+its step α_k is ``learning_rate`` (a number; the default ``"auto"`` searches it); l is ``n_inner``; γ_μ, γ_Σ, b¹ and the caps are
 ``gamma_mu``, ``gamma_sigma``, ``b1_mu``/``b1_sigma``, ``cap_mu``/``cap_sigma``. Each fit
 epoch is about one *effective pass* (T gradient-or-curvature row evaluations, and with
 ``pass_unit="row_products"`` also the rows of every product with Σ_S inside the solve), the
@@ -41,7 +43,10 @@ from .bound import (
 )
 from .estimators import SQB, MultinomialSQB
 from .objective import logistic_objective, logistic_optimum
-from .solvers import Solver, batch_schedule, cg_sigma, lsqr_sigma, sigma_matvec, sqb_iterations
+from .solvers import (
+    Solver, batch_schedule, cg_sigma, full_cost, lsqr_sigma, search_step, sigma_matvec,
+    sqb_iterations,
+)
 from .statistics import (
     batch_curvature, batch_curvature_multinomial, batch_mu, batch_mu_multinomial,
 )
@@ -61,6 +66,8 @@ __all__ = [
     "cg_sigma",
     "lsqr_sigma",
     "sqb_iterations",
+    "full_cost",
+    "search_step",
     "Solver",
     "sgd_epoch",
     "asgd_epoch",

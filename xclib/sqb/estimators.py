@@ -7,7 +7,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..base import (
-    ALPHA, LEARNING_RATE, N_EPOCHS, RANDOM_STATE, VERBOSE, WARM_START, Interval,
+    ALPHA, LEARNING_RATE_AUTO, N_EPOCHS, RANDOM_STATE, VERBOSE, WARM_START, Interval,
     StrOptions,
 )
 from .objective import LogisticState, _BinaryLogistic, _RidgeLogistic
@@ -29,13 +29,15 @@ class SQBState(LogisticState):
     n_classes: int = 1
     products: int = 0
     product_passes: list = field(default_factory=list)
+    last_step: np.ndarray = field(default_factory=lambda: np.ones(1))  # "auto": a_{k-1}
+    steps: list = field(default_factory=list)  # "auto": the step of each round's last iteration
 
 
 class _SQBSolver(_RidgeLogistic):
     """The SQB iteration shared by the binary and the multinomial estimators."""
 
     _parameter_constraints = {
-        "learning_rate": LEARNING_RATE,
+        "learning_rate": LEARNING_RATE_AUTO,
         "alpha": ALPHA,
         "n_inner": [Interval(Integral, 1, None, closed="left")],
         "solver": [StrOptions({"lsqr", "cg"})],
@@ -54,7 +56,7 @@ class _SQBSolver(_RidgeLogistic):
         "warm_start": WARM_START,
     }
 
-    def __init__(self, *, learning_rate=1.0, alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
+    def __init__(self, *, learning_rate="auto", alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
                  gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None, cap_sigma=None,
                  batches="independent", n_epochs=10, random_state=None, verbose=False,
                  gamma_unit="rows", pass_unit="batch_rows", warm_start=False):
@@ -121,19 +123,25 @@ class _SQBSolver(_RidgeLogistic):
                         _permutation_stream(rng, n, int(b_sigma[b_sigma < n].sum())))
         indptr, indices, data, yf = state.arrays
         solver = Solver.LSQR if self.solver == "lsqr" else Solver.CG
-        sqb_iterations(indptr, indices, data, yf, state.theta, float(self.alpha),
-                       float(self.learning_rate), int(self.n_inner), int(solver),
-                       b_mu, b_sigma, stream_mu, stream_sigma, state.n_classes)
+        auto = isinstance(self.learning_rate, str)
+        searched = sqb_iterations(
+            indptr, indices, data, yf, state.theta, float(self.alpha),
+            1.0 if auto else float(self.learning_rate), int(self.n_inner), int(solver), b_mu,
+            b_sigma, stream_mu, stream_sigma, state.n_classes, state.last_step if auto else None)
+        if auto:
+            state.steps.append(float(state.last_step[0]))
         state.k += m
-        state.seen = int(cum[m - 1])
+        state.seen = int(cum[m - 1]) + searched * n  # the search's passes count too
         state.passes.append(state.seen / n)
-        state.products += int(products[:m].sum())
+        state.products += int(products[:m].sum()) + searched * n
         state.product_passes.append(state.products / n)
 
     def _finalize(self, state):
         super()._finalize(state)
         self.history_["product_passes"] = [float(p) for p in
                                            state.product_passes[: self.n_epochs_]]
+        if state.steps:
+            self.history_["step"] = state.steps[: self.n_epochs_]
         self.n_iter_ = state.k - 1
 
 
@@ -162,8 +170,19 @@ class SQB(_BinaryLogistic, _SQBSolver):
 
     Parameters
     ----------
-    learning_rate : float > 0, default 1.0
-        The constant step, the paper's α_k (1, or 0.1 on covtype, quantum and rcv1).
+    learning_rate : "auto" or float > 0, default "auto"
+        A number is the constant step, the paper's α_k (1, or 0.1 on covtype, quantum and
+        rcv1). ``"auto"`` searches the step along the bound's direction ``−ξ`` at every
+        iteration whose gradient batch is all T rows (the default's): the first of
+        ``2a', a', a'/2, …`` above 1 (a' the previous iteration's step, at most 2¹⁰) that
+        meets Armijo's decrease of the cost L, else 1, the bound's own step, which lowers L
+        (it minimises a majorizer). Near uniform scores the bound's K × K curvature exceeds
+        the softmax's Hessian ``diag(p) − ppᵀ`` by factors up to K/2 (from 11 to 50 at
+        K = 100, p = 1/K), so a unit step is short at large K: on ALOI's first 100
+        objects (the notation page's table) ten unit steps end at cost 1.38 and 0.784 test
+        accuracy, against scikit-learn's 0.945. Each step tried costs one pass over T (counted
+        in ``history_["passes"]`` and ``["product_passes"]``); with
+        stochastic gradient batches ``"auto"`` is the step 1.
     alpha : float ≥ 0, default 1e-4
         Ridge on the mean scale of eq. (4): the paper's η is ``alpha`` (its experiments use
         η = 1/T, so pass ``alpha=1/T``).
@@ -214,7 +233,8 @@ class SQB(_BinaryLogistic, _SQBSolver):
     coef_ : (2, D), ``[0, θ]`` ; theta_ : (D,), θ ; n_iter_ : SQB iterations run ;
     history_ : as in :class:`~xclib.base.IterativeSoftmaxEstimator`, with the cost L(θ) as
     ``train_loss``, ``passes`` (effective passes after each round, in ``pass_unit``) and
-    ``product_passes`` (row products, the inner solve included, over T).
+    ``product_passes`` (row products, the inner solve included, over T), and with
+    ``learning_rate="auto"`` ``step`` (the step of each round's last iteration).
     """
 
 

@@ -19,14 +19,15 @@ from numba import njit
 from .._numba import sparse_row_axpy, sparse_row_dot
 from .bound import softmax_bound_matvec
 from .statistics import (
+    _row_scores,
     batch_curvature,
     batch_curvature_multinomial,
     batch_mu,
     batch_mu_multinomial,
 )
 
-__all__ = ["Solver", "sigma_matvec", "cg_sigma", "lsqr_sigma", "sqb_iterations",
-           "batch_schedule"]
+__all__ = ["Solver", "sigma_matvec", "cg_sigma", "lsqr_sigma", "full_cost", "search_step",
+           "sqb_iterations", "batch_schedule"]
 
 
 class Solver(IntEnum):
@@ -254,9 +255,64 @@ def _batch(stream, pos, size, full):
     return stream[pos:pos + size], pos + size
 
 
+#: the longest step the search of ``learning_rate="auto"`` tries (2¹⁰ bound steps)
+MAX_SEARCH_STEP = 1024.0
+
+
+@njit(cache=True, nogil=True)
+def full_cost(indptr, indices, data, y, theta, alpha, K):
+    """``L(θ) = mean log-loss + (α/2)‖θ‖²`` over all N rows (eq. 4): binary for ``K = 1``
+    (``log(1 + e^u) − y u``, u = θᵀx), multinomial (W = θ as K × D) otherwise. O(K·nnz(X))."""
+    n = indptr.shape[0] - 1
+    total = 0.0
+    s = np.empty(max(K, 1))
+    for j in range(n):
+        idx = indices[indptr[j]:indptr[j + 1]]
+        val = data[indptr[j]:indptr[j + 1]]
+        if K == 1:
+            u = sparse_row_dot(idx, val, theta)
+            total += max(u, 0.0) + math.log1p(math.exp(-abs(u))) - y[j] * u
+        else:
+            _row_scores(idx, val, theta, K, s)
+            mx = s.max()
+            z = 0.0
+            for k in range(K):
+                z += math.exp(s[k] - mx)
+            total += mx + math.log(z) - s[int(y[j])]
+    sq = 0.0
+    for i in range(theta.shape[0]):
+        sq += theta[i] * theta[i]
+    return total / max(n, 1) + 0.5 * alpha * sq
+
+
+@njit(cache=True, nogil=True)
+def search_step(indptr, indices, data, y, theta, alpha, K, xi, grad, last, trial):
+    """The step of ``learning_rate="auto"`` along the bound's direction ``−ξ``: the first of
+    ``a = 2·last, last, last/2, …`` above 1 with Armijo's decrease
+    ``L(θ − aξ) ≤ L(θ) − 10⁻⁴·a·gradᵀξ``, else 1 (the bound's own step, which lowers the
+    majorizer and so L when both batches are all rows). Returns ``(step, passes)``, passes
+    over the rows being the cost evaluations made (one for L(θ), one per step tried)."""
+    a = min(2.0 * last, MAX_SEARCH_STEP)
+    if a <= 1.0:
+        return 1.0, 0
+    f0 = full_cost(indptr, indices, data, y, theta, alpha, K)
+    slope = 0.0
+    for i in range(xi.shape[0]):
+        slope += grad[i] * xi[i]
+    passes = 1
+    while a > 1.0:
+        for i in range(xi.shape[0]):
+            trial[i] = theta[i] - a * xi[i]
+        passes += 1
+        if full_cost(indptr, indices, data, y, trial, alpha, K) <= f0 - 1e-4 * a * slope:
+            return a, passes
+        a *= 0.5
+    return 1.0, passes
+
+
 @njit(cache=True, nogil=True)
 def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inner, solver,
-                   b_mu, b_sigma, stream_mu, stream_sigma, n_classes=1):
+                   b_mu, b_sigma, stream_mu, stream_sigma, n_classes=1, last_step=None):
     """Run ``len(b_mu)`` SQB iterations ``θ ← θ − a (Σ_S + αI)⁻¹ (μ_T + αθ)`` (eq. 5) in place.
 
     Parameters
@@ -271,6 +327,12 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
         streams are independent (Theorem 1 needs T and S independent).
     n_classes : 1 for binary logistic regression (θ of length D); K ≥ 2 for the multinomial
         model (θ = W, K × D row-major).
+    last_step : None, or a (1,) float64 array: then each iteration whose gradient batch is
+        all N rows takes the step of :func:`search_step` (``learning_rate="auto"``) from the
+        previous accepted step ``last_step[0]``, and stores its own there; other iterations
+        take ``learning_rate``.
+
+    Returns the passes over all rows the step searches made (0 without ``last_step``).
 
     Cost per iteration O(K·nnz(X_T) + n_inner·K·(nnz(X_S) + |S|) + K·D): Σ is never formed.
     """
@@ -282,6 +344,8 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
     rhs = np.empty(d)
     xi = np.empty(d)
     M = np.zeros((min(n, b_sigma.max()) if b_sigma.shape[0] else 0, 1 if K == 1 else 2, K))
+    trial = np.empty(d if last_step is not None else 0)
+    searched = 0
     pt = 0
     ps = 0
     for k in range(b_mu.shape[0]):
@@ -300,8 +364,15 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
             lsqr_sigma(indptr, indices, data, sb, Ms, alpha, rhs, n_inner, xi)
         else:
             cg_sigma(indptr, indices, data, sb, Ms, alpha, rhs, n_inner, xi)
+        a = learning_rate
+        if last_step is not None and tb.shape[0] == n:  # rhs is then ∇L(θ)
+            a, passes = search_step(indptr, indices, data, y, theta, alpha, K, xi, rhs,
+                                    last_step[0], trial)
+            last_step[0] = a
+            searched += passes
         for i in range(d):
-            theta[i] -= learning_rate * xi[i]
+            theta[i] -= a * xi[i]
+    return searched
 
 
 def batch_schedule(k, b1, cap, gamma):
