@@ -16,7 +16,7 @@ from xclib.unbiased import (
     MinibatchImplicitSGD, class_weights, double_sum_objective, implicit_epoch,
 )
 from xclib.unbiased.minibatch import (
-    Batches, batch_factors, batch_objective, draw_batch_classes, inner_gradient,
+    Batches, batch_factors, batch_labels, batch_objective, draw_batch_classes, inner_gradient,
     inner_hvp, inner_objective, minibatch_class_weights, minibatch_epoch,
 )
 
@@ -53,7 +53,8 @@ def test_one_by_one_is_the_single_datapoint_step(alpha, lr):
     np.testing.assert_allclose(W2, W1, atol=1e-8, rtol=1e-8)
     np.testing.assert_allclose(u2, u1, atol=1e-8, rtol=1e-8)
     # and n = m = 1 gives ImplicitSGD's β
-    np.testing.assert_allclose(minibatch_class_weights(y, bptr, brows, K, 1), beta, rtol=1e-12)
+    np.testing.assert_allclose(minibatch_class_weights(batch_labels(y, bptr, brows), K, 1),
+                               beta, rtol=1e-12)
 
 
 @pytest.mark.parametrize("case", ["distinct", "shared label", "duplicate row", "zero row"])
@@ -147,7 +148,7 @@ def test_class_weights_and_objective_are_unbiased_by_enumeration():
     y = np.array([0, 0, 1, 2, 3, 1, 4])  # batch 0 shares a label, batch 2 has one row
     bptr, brows = np.array([0, 3, 6, 7]), np.array([0, 1, 2, 3, 4, 5, 6])
     W, u = rng.normal(size=(K, D)), rng.uniform(0, 2, N)
-    beta = minibatch_class_weights(y, bptr, brows, K, m)
+    beta = minibatch_class_weights(batch_labels(y, bptr, brows), K, m)
     J = 3
     touch, f = np.zeros(K), 0.0
     for j in range(J):
@@ -169,12 +170,31 @@ def test_drawn_classes_are_distinct_and_outside_the_labels():
     y = rng.integers(0, 9, 40)
     bptr, brows = np.r_[np.arange(0, 40, 6), 40], rng.permutation(40)
     order = rng.permutation(bptr.shape[0] - 1)
-    C = draw_batch_classes(rng, y, bptr, brows, order, 9, 20)
+    labels = batch_labels(y, bptr, brows)
+    for j in range(bptr.shape[0] - 1):
+        want = np.unique(y[brows[bptr[j]:bptr[j + 1]]])
+        np.testing.assert_array_equal(labels[1][labels[0][j]:labels[0][j + 1]], want)
+    C = draw_batch_classes(rng, labels, order, 9, 20)
     for t, j in enumerate(order):
         lab = set(y[brows[bptr[j]:bptr[j + 1]]].tolist())
         got = C[t][C[t] >= 0]
         assert len(set(got.tolist())) == len(got) == 9 - len(lab)  # clipped to what exists
         assert not lab & set(got.tolist())
+
+
+def test_drawn_class_sets_are_uniform():
+    """Every m-subset of the classes outside L_j equally likely (Floyd's algorithm): the
+    counts of the C(4, 2) = 6 pairs outside L = {1, 4} over 60,000 draws, by chi-square."""
+    from scipy.stats import chisquare
+    y = np.array([4, 1, 4])
+    bptr, brows = np.array([0, 3]), np.arange(3)
+    order = np.zeros(60_000, dtype=np.int64)
+    C = draw_batch_classes(np.random.default_rng(7), batch_labels(y, bptr, brows), order, 6, 2)
+    pairs = {}
+    for a, b in np.sort(C, axis=1).tolist():
+        pairs[(a, b)] = pairs.get((a, b), 0) + 1
+    assert set(pairs) == set(itertools.combinations([0, 2, 3, 5], 2))
+    assert chisquare(list(pairs.values())).pvalue > 1e-3
 
 
 def test_converges_to_the_multinomial_logistic_regression_optimum():

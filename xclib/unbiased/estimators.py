@@ -21,8 +21,8 @@ from ..streaming import StreamingFit, row_log_losses
 from .implicit_epoch import implicit_epoch
 from .kernels import CLASS_SAMPLING, draw_class_sets, sgd_epoch, sgd_epoch_sampled
 from .minibatch import (
-    Batches, batch_factors, draw_batch_classes, make_batches, minibatch_class_weights,
-    minibatch_epoch,
+    Batches, batch_factors, batch_labels, draw_batch_classes, make_batches,
+    minibatch_class_weights, minibatch_epoch,
 )
 from .objective import FORMULATIONS, class_weights, umax_bounds
 
@@ -316,6 +316,7 @@ class _MinibatchState:
     u: np.ndarray  # (N,)
     beta: np.ndarray  # (K,) β_k of the minibatch sampling
     batches: Batches  # the fixed minibatches and their factors
+    labels: tuple  # (lptr, labs): the distinct labels L_j of each minibatch
     steps: list  # Newton steps per Implicit SGD step, per epoch
 
 
@@ -391,14 +392,15 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         K = self.classes_.shape[0]
         bptr, brows = make_batches(rng, X.shape[0], int(self.batch_size))
         batches = Batches(bptr, brows, *batch_factors(X, bptr, brows))
-        beta = minibatch_class_weights(y, bptr, brows, K, int(self.n_sampled))
-        return _MinibatchState(W=base.W, u=base.u, beta=beta, batches=batches, steps=[])
+        labels = batch_labels(y, bptr, brows)
+        beta = minibatch_class_weights(labels, K, int(self.n_sampled))
+        return _MinibatchState(W=base.W, u=base.u, beta=beta, batches=batches, labels=labels,
+                               steps=[])
 
     def _run_epoch(self, state, X, y, epoch, rng):
-        bptr, brows = state.batches.bptr, state.batches.brows
-        J = bptr.shape[0] - 1
+        J = state.batches.bptr.shape[0] - 1
         order = rng.permutation(J).astype(np.int64)
-        classes = draw_batch_classes(rng, y, bptr, brows, order, state.W.shape[0],
+        classes = draw_batch_classes(rng, state.labels, order, state.W.shape[0],
                                      int(self.n_sampled))
         lr = self._step_at(epoch)
         with threadpool_limits(1, "blas"):  # n × n products: threads only spin

@@ -56,7 +56,7 @@ from threadpoolctl import threadpool_limits
 from .._numba import dense_dot, fold_row_scale, lambertw_exp, sparse_row_axpy, sparse_row_dot
 
 __all__ = [
-    "Batches", "make_batches", "batch_factors", "minibatch_class_weights",
+    "Batches", "make_batches", "batch_factors", "batch_labels", "minibatch_class_weights",
     "draw_batch_classes", "inner_objective", "inner_gradient", "inner_hvp", "solve_inner",
     "minibatch_epoch", "batch_objective",
 ]
@@ -138,29 +138,65 @@ def batch_factors(X, bptr, brows):
     return B, M, rank
 
 
-def minibatch_class_weights(y, bptr, brows, n_classes, n_sampled):
-    """``β_k = 1/((1/J) Σ_j [1{k∈L_j} + 1{k∉L_j} m_j/(K − |L_j|)])`` (module docstring)."""
+def batch_labels(y, bptr, brows):
+    """The distinct labels ``L_j`` of every fixed minibatch, sorted: ``(lptr, labs)`` with
+    ``L_j = labs[lptr[j]:lptr[j+1]]`` (computed once per fit, vectorised)."""
     J = bptr.shape[0] - 1
-    p = np.zeros(n_classes)
-    for j in range(J):
-        lab = np.unique(y[brows[bptr[j]:bptr[j + 1]]])
-        rest = n_classes - lab.shape[0]
-        inside = np.zeros(n_classes, dtype=bool)
-        inside[lab] = True
-        p += np.where(inside, 1.0, min(n_sampled, rest) / rest if rest else 0.0)
-    return J / p
+    bid = np.repeat(np.arange(J), np.diff(bptr))
+    lab = np.asarray(y)[brows]
+    o = np.lexsort((lab, bid))
+    bid, lab = bid[o], lab[o]
+    first = np.r_[True, (bid[1:] != bid[:-1]) | (lab[1:] != lab[:-1])]
+    return np.searchsorted(bid[first], np.arange(J + 1)).astype(np.int64), \
+        lab[first].astype(np.int64)
 
 
-def draw_batch_classes(rng, y, bptr, brows, order, n_classes, n_sampled):
-    """For each step (batch ``order[t]``) ``m_j`` distinct classes outside its labels,
-    uniformly; a (T, m) array padded with −1."""
+def minibatch_class_weights(labels, n_classes, n_sampled):
+    """``β_k = 1/((1/J) Σ_j [1{k∈L_j} + 1{k∉L_j} m_j/(K − |L_j|)])`` (module docstring);
+    ``labels`` from :func:`batch_labels`."""
+    lptr, labs = labels
+    rest = n_classes - np.diff(lptr)
+    c = np.divide(np.minimum(n_sampled, rest), rest, out=np.zeros(rest.shape[0]),
+                  where=rest > 0)
+    p = np.full(n_classes, c.sum())
+    np.add.at(p, labs, np.repeat(1.0 - c, np.diff(lptr)))
+    return (lptr.shape[0] - 1) / p
+
+
+@njit(cache=True, nogil=True)
+def _floyd_classes(lptr, labs, order, n_classes, u, out):
+    """Floyd's sampling of ``m_j`` distinct classes outside ``L_j`` for each step, from the
+    uniforms ``u`` (T, m): position r of the ``rest`` outside classes is the class
+    ``r + #{labels ≤ that class}`` (the labels are sorted)."""
+    m = u.shape[1]
+    for t in range(order.shape[0]):
+        j = order[t]
+        lo, hi = lptr[j], lptr[j + 1]
+        rest = n_classes - (hi - lo)
+        k = min(m, rest)
+        for c in range(k):
+            i = rest - k + c
+            r = min(int(u[t, c] * (i + 1)), i)  # uniform on 0..i
+            for c2 in range(c):
+                if out[t, c2] == r:
+                    r = i
+                    break
+            out[t, c] = r
+        for c in range(k):  # the r-th class outside the labels
+            cls = out[t, c]
+            for a in range(lo, hi):
+                if labs[a] <= cls:
+                    cls += 1
+            out[t, c] = cls
+
+
+def draw_batch_classes(rng, labels, order, n_classes, n_sampled):
+    """For each step (batch ``order[t]``) ``m_j = min(m, K − |L_j|)`` distinct classes
+    outside its labels, uniformly (Floyd's algorithm); a (T, m) array padded with −1.
+    ``labels`` from :func:`batch_labels`."""
     out = np.full((order.shape[0], n_sampled), -1, dtype=np.int64)
-    for t, j in enumerate(order):
-        lab = np.unique(y[brows[bptr[j]:bptr[j + 1]]])
-        rest = n_classes - lab.shape[0]
-        r = rng.choice(rest, min(n_sampled, rest), replace=False)
-        # the r-th class outside the sorted labels
-        out[t, :r.shape[0]] = r + np.searchsorted(lab - np.arange(lab.shape[0]), r, "right")
+    _floyd_classes(labels[0], labels[1], order, n_classes,
+                   rng.random((order.shape[0], n_sampled)), out)
     return out
 
 
