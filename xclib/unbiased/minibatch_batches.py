@@ -18,8 +18,8 @@ _RANK_TOL = 1e-10  # eigenvalues of the normalised Gram matrix below this are dr
 
 class Batches(NamedTuple):
     """The fixed minibatches of a fit and their factors (F.3.1, F.3.4), built once per fit
-    (:func:`make_batches`, :func:`batch_factors`) and passed to :func:`minibatch_epoch` as one
-    typed argument."""
+    (:func:`make_batches`, :func:`batch_factors`) and passed to
+    :func:`~xclib.unbiased.minibatch.minibatch_epoch` as one typed argument."""
 
     bptr: np.ndarray   # (J + 1,) the fixed minibatches S_j = brows[bptr[j]:bptr[j+1]]
     brows: np.ndarray  # (N,)
