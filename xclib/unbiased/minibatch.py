@@ -263,12 +263,13 @@ def solve_inner(Sb, Bs, yloc, logc, logk, rho1, tol, max_iter):
         finite = finite and math.isfinite(gn)
         if q == 0 or not gn > 2.0 * tol or not finite:
             break
-        # conjugate gradients on H dx = −g, forcing term min(0.5, sqrt‖g‖)
+        # conjugate gradients on H dx = −g, forcing term min(0.1, ‖g‖) (quadratic Newton;
+        # fewer Newton steps, each with its line search, for a few more CG products)
         dx = np.zeros_like(A)
         r = _scaled(-1.0, g)
         p = r.copy()
         rs = gn * gn
-        eta = min(0.5, math.sqrt(gn))
+        eta = min(0.1, gn)
         for _cg in range(max(20, 2 * t)):
             Hp = inner_hvp(p, Bs, yloc, rho1, P, Pi)
             pHp = dense_dot(p.ravel(), Hp.ravel())
