@@ -30,7 +30,7 @@ def test_full_cost_is_the_mean_log_loss_plus_the_ridge(K):
     assert got == pytest.approx(want, rel=1e-12)
 
 
-def test_search_step_takes_the_longest_decreasing_step_and_falls_back_to_one():
+def test_search_step_takes_the_first_decreasing_step_and_falls_back_to_one():
     X, y = _set(5)
     yf = y.astype(float)
     args = (X.indptr, X.indices, X.data, yf)
@@ -40,13 +40,20 @@ def test_search_step_takes_the_longest_decreasing_step_and_falls_back_to_one():
     trial = np.empty_like(theta)
     # an ascent direction (−ξ = +grad): no step above 1 passes Armijo's test, the bound's
     # step 1 is returned
-    assert search_step(*args, theta, 0.0, 5, -grad, grad, 8.0, trial)[0] == 1.0
+    assert search_step(*args, theta, 0.0, 5, -grad, grad, 8.0, np.nan, trial)[0] == 1.0
     # a tiny descent direction: every doubling passes, the first tried (2·last) is taken
     xi = 1e-6 * grad
-    assert search_step(*args, theta, 0.0, 5, xi, grad, 4.0, trial)[0] == 8.0
-    assert search_step(*args, theta, 0.0, 5, xi, grad, 1e9, trial)[0] == 1024.0
+    assert search_step(*args, theta, 0.0, 5, xi, grad, 4.0, np.nan, trial)[0] == 8.0
+    assert search_step(*args, theta, 0.0, 5, xi, grad, 1e9, np.nan, trial)[0] == 1024.0
+    # the passes: L(θ) unless given, then one per step tried; the cost reached is returned
+    f0 = full_cost(*args, theta, 0.0, 5)
+    a, passes, f = search_step(*args, theta, 0.0, 5, xi, grad, 4.0, np.nan, trial)
+    assert passes == 2 and f == full_cost(*args, theta - 8.0 * xi, 0.0, 5) < f0
+    assert search_step(*args, theta, 0.0, 5, xi, grad, 4.0, f0, trial)[1:] == (1, f)
+    a, passes, f = search_step(*args, theta, 0.0, 5, -grad, grad, 8.0, f0, trial)
+    assert (a, passes) == (1.0, 4) and np.isnan(f)  # 16, 8, 4, 2 tried; 1 not evaluated
     # last ≤ ½: no search, the bound's step
-    assert search_step(*args, theta, 0.0, 5, xi, grad, 0.5, trial)[0] == 1.0
+    assert search_step(*args, theta, 0.0, 5, xi, grad, 0.5, np.nan, trial)[0] == 1.0
 
 
 @pytest.mark.parametrize("K", [2, 50])
@@ -92,11 +99,11 @@ def test_the_bound_curvature_exceeds_the_hessian_by_up_to_k_over_2_at_uniform_sc
 
 def test_the_search_passes_are_charged():
     """Each round of the default is one iteration: T gradient and T curvature rows, plus one
-    pass for L(θ) and one per step tried when a search runs (none when the previous step
-    was 1/2 or less, never here)."""
+    pass per step tried, and one for L(θ) when the previous round fell back to the step 1
+    (after an accepted step its cost is known)."""
     X, y = _set(6, n=500)
     auto = MultinomialSQB(n_epochs=5, random_state=0).fit(X, y)
     extra = np.diff(np.r_[0.0, auto.history_["passes"]]) - 2.0
-    assert np.all(extra >= 2.0) and np.all(extra == np.round(extra))
+    assert extra[0] >= 2.0 and np.all(extra >= 1.0) and np.all(extra == np.round(extra))
     np.testing.assert_allclose(np.diff(np.r_[0.0, auto.history_["product_passes"]]),
                                extra + 2.0 + 10.0)  # + l = 10 CG products

@@ -23,11 +23,12 @@ The package reads like the chapter:
 6. :mod:`~xclib.sqb.estimators` — :class:`SQB` and :class:`MultinomialSQB`.
 
 The paper's symbols in the book's vocabulary: its ridge η (eq. 4 is a mean) is ``alpha``;
-its step α_k is ``learning_rate`` (a number; the default ``"auto"`` searches it); l is ``n_inner``; γ_μ, γ_Σ, b¹ and the caps are
-``gamma_mu``, ``gamma_sigma``, ``b1_mu``/``b1_sigma``, ``cap_mu``/``cap_sigma``. Each fit
-epoch is about one *effective pass* (T gradient-or-curvature row evaluations, and with
-``pass_unit="row_products"`` also the rows of every product with Σ_S inside the solve), the
-paper's x-axis; ``history_["passes"]`` holds the exact count.
+its step α_k is ``learning_rate`` (a number; the default ``"auto"`` searches it); l is
+``n_inner``; γ_μ, γ_Σ, b¹ and the caps are ``gamma_mu``, ``gamma_sigma``,
+``b1_mu``/``b1_sigma``, ``cap_mu``/``cap_sigma``. Each fit epoch is about one *effective
+pass* (T gradient-or-curvature row evaluations, and with ``pass_unit="row_products"`` also
+the rows of every product with Σ_S inside the solve), the paper's x-axis;
+``history_["passes"]`` holds the exact count.
 
 The binary models are :class:`~xclib.base.LinearSoftmaxClassifier` with K = 2 rows,
 ``coef_ = [0, θ]``: the softmax of the scores ``(0, θᵀx)`` *is* the logistic model

@@ -29,7 +29,8 @@ class SQBState(LogisticState):
     n_classes: int = 1
     products: int = 0
     product_passes: list = field(default_factory=list)
-    last_step: np.ndarray = field(default_factory=lambda: np.ones(1))  # "auto": a_{k-1}
+    # "auto": the previous step a_{k-1} and the cost it reached (NaN: not evaluated)
+    last_step: np.ndarray = field(default_factory=lambda: np.array([1.0, np.nan]))
     steps: list = field(default_factory=list)  # "auto": the step of each round's last iteration
 
 
@@ -56,10 +57,10 @@ class _SQBSolver(_RidgeLogistic):
         "warm_start": WARM_START,
     }
 
-    def __init__(self, *, learning_rate="auto", alpha=1e-4, n_inner=10, solver="cg", gamma_mu=0.0,
-                 gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None, cap_sigma=None,
-                 batches="independent", n_epochs=10, random_state=None, verbose=False,
-                 gamma_unit="rows", pass_unit="batch_rows", warm_start=False):
+    def __init__(self, *, learning_rate="auto", alpha=1e-4, n_inner=10, solver="cg",
+                 gamma_mu=0.0, gamma_sigma=0.0, b1_mu=None, b1_sigma=None, cap_mu=None,
+                 cap_sigma=None, batches="independent", n_epochs=10, random_state=None,
+                 verbose=False, gamma_unit="rows", pass_unit="batch_rows", warm_start=False):
         self.learning_rate = learning_rate
         self.alpha = alpha
         self.n_inner = n_inner
@@ -127,7 +128,8 @@ class _SQBSolver(_RidgeLogistic):
         searched = sqb_iterations(
             indptr, indices, data, yf, state.theta, float(self.alpha),
             1.0 if auto else float(self.learning_rate), int(self.n_inner), int(solver), b_mu,
-            b_sigma, stream_mu, stream_sigma, state.n_classes, state.last_step if auto else None)
+            b_sigma, stream_mu, stream_sigma, state.n_classes,
+            state.last_step if auto else None)
         if auto:
             state.steps.append(float(state.last_step[0]))
         state.k += m

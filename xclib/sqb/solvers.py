@@ -17,9 +17,9 @@ import numpy as np
 from numba import njit
 
 from .._numba import sparse_row_axpy, sparse_row_dot
+from ..metrics import _csr_loss_error
 from .bound import softmax_bound_matvec
 from .statistics import (
-    _row_scores,
     batch_curvature,
     batch_curvature_multinomial,
     batch_mu,
@@ -262,23 +262,17 @@ MAX_SEARCH_STEP = 1024.0
 @njit(cache=True, nogil=True)
 def full_cost(indptr, indices, data, y, theta, alpha, K):
     """``L(θ) = mean log-loss + (α/2)‖θ‖²`` over all N rows (eq. 4): binary for ``K = 1``
-    (``log(1 + e^u) − y u``, u = θᵀx), multinomial (W = θ as K × D) otherwise. O(K·nnz(X))."""
+    (the softmax of the scores ``(0, θᵀx)``), multinomial (W = θ as K × D) otherwise; the
+    log-loss by the library's fused pass (:func:`xclib.metrics._csr_loss_error`).
+    O(K·nnz(X))."""
     n = indptr.shape[0] - 1
-    total = 0.0
-    s = np.empty(max(K, 1))
-    for j in range(n):
-        idx = indices[indptr[j]:indptr[j + 1]]
-        val = data[indptr[j]:indptr[j + 1]]
-        if K == 1:
-            u = sparse_row_dot(idx, val, theta)
-            total += max(u, 0.0) + math.log1p(math.exp(-abs(u))) - y[j] * u
-        else:
-            _row_scores(idx, val, theta, K, s)
-            mx = s.max()
-            z = 0.0
-            for k in range(K):
-                z += math.exp(s[k] - mx)
-            total += mx + math.log(z) - s[int(y[j])]
+    if K == 1:
+        coef_t = np.zeros((theta.shape[0], 2))
+        coef_t[:, 1] = theta
+    else:
+        coef_t = np.ascontiguousarray(theta.reshape(K, theta.shape[0] // K).T)
+    total, _ = _csr_loss_error(indptr, indices, data, coef_t, np.zeros(coef_t.shape[1]),
+                               y.astype(np.int64))
     sq = 0.0
     for i in range(theta.shape[0]):
         sq += theta[i] * theta[i]
@@ -286,28 +280,33 @@ def full_cost(indptr, indices, data, y, theta, alpha, K):
 
 
 @njit(cache=True, nogil=True)
-def search_step(indptr, indices, data, y, theta, alpha, K, xi, grad, last, trial):
+def search_step(indptr, indices, data, y, theta, alpha, K, xi, grad, last, f0, trial):
     """The step of ``learning_rate="auto"`` along the bound's direction ``−ξ``: the first of
     ``a = 2·last, last, last/2, …`` above 1 with Armijo's decrease
     ``L(θ − aξ) ≤ L(θ) − 10⁻⁴·a·gradᵀξ``, else 1 (the bound's own step, which lowers the
-    majorizer and so L when both batches are all rows). Returns ``(step, passes)``, passes
-    over the rows being the cost evaluations made (one for L(θ), one per step tried)."""
+    majorizer and so L when both batches are all rows). ``f0`` is L(θ) when known (the cost
+    of the previous accepted step), NaN otherwise. Returns ``(step, passes, L(θ − step·ξ))``:
+    passes over the rows are the cost evaluations made (L(θ) when not known, and one per
+    step tried); the cost is NaN after the fallback to 1 (not evaluated)."""
     a = min(2.0 * last, MAX_SEARCH_STEP)
     if a <= 1.0:
-        return 1.0, 0
-    f0 = full_cost(indptr, indices, data, y, theta, alpha, K)
+        return 1.0, 0, np.nan
+    passes = 0
+    if not math.isfinite(f0):
+        f0 = full_cost(indptr, indices, data, y, theta, alpha, K)
+        passes += 1
     slope = 0.0
     for i in range(xi.shape[0]):
         slope += grad[i] * xi[i]
-    passes = 1
     while a > 1.0:
         for i in range(xi.shape[0]):
             trial[i] = theta[i] - a * xi[i]
         passes += 1
-        if full_cost(indptr, indices, data, y, trial, alpha, K) <= f0 - 1e-4 * a * slope:
-            return a, passes
+        f = full_cost(indptr, indices, data, y, trial, alpha, K)
+        if f <= f0 - 1e-4 * a * slope:
+            return a, passes, f
         a *= 0.5
-    return 1.0, passes
+    return 1.0, passes, np.nan
 
 
 @njit(cache=True, nogil=True)
@@ -327,10 +326,11 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
         streams are independent (Theorem 1 needs T and S independent).
     n_classes : 1 for binary logistic regression (θ of length D); K ≥ 2 for the multinomial
         model (θ = W, K × D row-major).
-    last_step : None, or a (1,) float64 array: then each iteration whose gradient batch is
+    last_step : None, or a (2,) float64 array: then each iteration whose gradient batch is
         all N rows takes the step of :func:`search_step` (``learning_rate="auto"``) from the
-        previous accepted step ``last_step[0]``, and stores its own there; other iterations
-        take ``learning_rate``.
+        previous accepted step ``last_step[0]`` and the known cost at θ ``last_step[1]`` (NaN:
+        unknown), and stores its own step and the cost it reached there; other iterations
+        take ``learning_rate`` (and forget the cost).
 
     Returns the passes over all rows the step searches made (0 without ``last_step``).
 
@@ -366,10 +366,12 @@ def sqb_iterations(indptr, indices, data, y, theta, alpha, learning_rate, n_inne
             cg_sigma(indptr, indices, data, sb, Ms, alpha, rhs, n_inner, xi)
         a = learning_rate
         if last_step is not None and tb.shape[0] == n:  # rhs is then ∇L(θ)
-            a, passes = search_step(indptr, indices, data, y, theta, alpha, K, xi, rhs,
-                                    last_step[0], trial)
-            last_step[0] = a
+            a, passes, f = search_step(indptr, indices, data, y, theta, alpha, K, xi, rhs,
+                                       last_step[0], last_step[1], trial)
+            last_step[0], last_step[1] = a, f
             searched += passes
+        elif last_step is not None:
+            last_step[1] = np.nan
         for i in range(d):
             theta[i] -= a * xi[i]
     return searched
