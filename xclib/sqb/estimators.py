@@ -182,8 +182,9 @@ class SQB(_BinaryLogistic, _SQBSolver):
         the softmax's Hessian ``diag(p) − ppᵀ`` by factors up to K/2 (from 11 to 50 at
         K = 100, p = 1/K), so a unit step is short at large K: on ALOI's first 100
         objects (the notation page's table) ten unit steps end at cost 1.38 and 0.784 test
-        accuracy, against scikit-learn's 0.945. Each step tried costs one pass over T (counted
-        in ``history_["passes"]`` and ``["product_passes"]``); with
+        accuracy, against scikit-learn's 0.945. Each step tried costs one pass over T, and L(θ)
+        one more after a fallback to 1 (counted in ``history_["passes"]`` and
+        ``["product_passes"]``); with
         stochastic gradient batches ``"auto"`` is the step 1.
     alpha : float ≥ 0, default 1e-4
         Ridge on the mean scale of eq. (4): the paper's η is ``alpha`` (its experiments use
