@@ -74,6 +74,8 @@ __all__ = [
     "ALPHA",
     "DECAY",
     "DECAY_ADAPTIVE",
+    "EVAL_EVERY",
+    "EvalEvery",
     "FIT_INTERCEPT",
     "HasMethods",
     "Interval",
@@ -119,6 +121,7 @@ TOL = [Interval(Real, 0, None, closed="left")]
 #: ``tol`` of the stochastic estimators' stopping rule: a number, or None (run every epoch)
 STOP_TOL = [*TOL, None]
 N_ITER_NO_CHANGE = [Interval(Integral, 1, None, closed="left")]
+EVAL_EVERY = [Interval(Integral, 1, None, closed="left")]
 RANDOM_STATE = ["random_state", np.random.Generator]
 VERBOSE = ["verbose"]
 FIT_INTERCEPT = ["boolean"]
@@ -317,6 +320,9 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
     def _n_rounds(self):  # rounds of the fit loop, each followed by one history entry
         return int(self.n_epochs)
 
+    def _round_epochs(self, rnd):  # the epochs of round rnd (EvalEvery: several)
+        return range(rnd, rnd + 1)
+
     def fit(self, X, y, eval_set=None):
         """Fit on ``(X, y)``; ``eval_set=(X_eval, y_eval)`` adds held-out columns to ``history_``."""
         self._validate_params()
@@ -342,7 +348,8 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
             for epoch in range(n_rounds):
                 t0 = time.perf_counter()
                 with np.errstate(over="ignore", invalid="ignore"):
-                    self._run_epoch(state, X, y_enc, epoch, rng)
+                    for e in self._round_epochs(epoch):
+                        self._run_epoch(state, X, y_enc, e, rng)
                 elapsed += time.perf_counter() - t0
                 coef, intercept, loss, err = self._round_metrics(state, X, y_enc)
                 if cuts is not None and cuts.recover(state, X, y_enc, watch, loss):
@@ -352,7 +359,7 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
                 watch.keep(state, coef, intercept, loss)
                 held_out = self._history_metrics(coef, intercept, *evaluate) \
                     if evaluate is not None else (np.nan, np.nan)
-                record_round(self, epoch, elapsed, loss, err, *held_out)
+                record_round(self, e, elapsed, loss, err, *held_out)  # e: its last epoch
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{loss:.4g}")
@@ -387,6 +394,23 @@ class IterativeSoftmaxEstimator(StepRules, _streaming.WarmStart, LinearSoftmaxCl
 
     def _finalize(self, state):
         """Set fitted attributes beyond ``coef_``/``intercept_`` from the final state."""
+
+
+class EvalEvery:
+    """``eval_every``: rounds of that many epochs (the last one shorter), the training loss
+    evaluated once a round. The loss is what the history, the divergence rules, the best
+    weights and the stopping rule read (``n_iter_no_change`` then counts rounds); the step
+    of each epoch is the epoch's own. The loss is one exact pass, O(N·K·nnz): at large K it
+    costs more than an epoch of O(D) steps (ALOI, N = 97,200, K = 1,000: 0.8 s, against
+    0.06 s for an epoch of Implicit SGD), and ``eval_every`` spreads it over that many
+    epochs. ``history_["epoch"]`` and ``n_epochs_`` count epochs."""
+
+    def _n_rounds(self):
+        return -(-int(self.n_epochs) // int(self.eval_every))
+
+    def _round_epochs(self, rnd):
+        every = int(self.eval_every)
+        return range(rnd * every, min((rnd + 1) * every, int(self.n_epochs)))
 
 
 def _eval_arrays(est, eval_set):

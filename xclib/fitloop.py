@@ -28,7 +28,7 @@ def diverge(est, epoch, why, stacklevel=3):
 
 
 def record_round(est, epoch, elapsed, loss, err, eval_loss, eval_err):
-    """Append round ``epoch``'s entry to ``est.history_``."""
+    """Append the entry of the round whose last epoch is ``epoch`` to ``est.history_``."""
     for key, val in zip(HISTORY_KEYS, (epoch + 1, elapsed, loss, err, eval_loss, eval_err)):
         est.history_[key].append(float(val) if key != "epoch" else int(val))
     est.n_epochs_ = epoch + 1
@@ -122,9 +122,9 @@ def finish_fit(est, state, best, stop, n_rounds):
         if hasattr(est, name):                              # attributes only
             delattr(est, name)
     if not est.diverged_ and stop is not None and stop.tol is not None \
-            and not stop.converged and est.n_epochs_ == n_rounds:
+            and not stop.converged and len(est.history_["epoch"]) == n_rounds:
         warnings.warn(
-            f"{type(est).__name__} ran all {n_rounds} epochs before its training loss "
+            f"{type(est).__name__} ran all {est.n_epochs_} epochs before its training loss "
             f"settled (the last {est.n_iter_no_change} did not all fail to lower it by "
             f"tol={est.tol:g}); raise n_epochs, or pass tol=None to run a fixed number of "
             "epochs", ConvergenceWarning, stacklevel=3)

@@ -60,7 +60,7 @@ from ._numba import (
 from .base import (
     ALPHA, DECAY_ADAPTIVE, FIT_INTERCEPT, LEARNING_RATE_AUTO, N_EPOCHS, N_ITER_NO_CHANGE,
     RANDOM_STATE, STOP_TOL, VERBOSE, WARM_START,
-    Interval, IterativeSoftmaxEstimator, StrOptions,
+    EVAL_EVERY, EvalEvery, Interval, IterativeSoftmaxEstimator, StrOptions,
 )
 from .streaming import StreamingFit
 
@@ -208,7 +208,7 @@ class _SampledState:
     surrogate: list = field(default_factory=list)
 
 
-class _SampledSoftmax(StreamingFit, IterativeSoftmaxEstimator):
+class _SampledSoftmax(StreamingFit, EvalEvery, IterativeSoftmaxEstimator):
     """Minibatch SGD on a sampled surrogate of the softmax (see the module docstring)."""
 
     _kind = None
@@ -219,6 +219,7 @@ class _SampledSoftmax(StreamingFit, IterativeSoftmaxEstimator):
         "n_epochs": N_EPOCHS,
         "tol": STOP_TOL,
         "n_iter_no_change": N_ITER_NO_CHANGE,
+        "eval_every": EVAL_EVERY,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
         "alpha": ALPHA,
@@ -231,12 +232,14 @@ class _SampledSoftmax(StreamingFit, IterativeSoftmaxEstimator):
     }
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 eval_every=1,
                  batch_size=10, n_sampled=5, alpha=1e-4, decay="auto", shuffle="uniform",
                  fit_intercept=False, random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.eval_every = eval_every
         self.batch_size = batch_size
         self.n_sampled = n_sampled
         self.alpha = alpha
@@ -281,7 +284,9 @@ class OVE(_SampledSoftmax):
         step in the units of X.
     n_epochs : int, at most this many epochs ; tol, n_iter_no_change : the fit stops once
         ``n_iter_no_change`` epochs in a row fail to lower the training log-loss by ``tol``
-        (default 1e-3; None runs every epoch, as the papers' protocols do)
+        (default 1e-3; None runs every epoch, as the papers' protocols do) ; eval_every :
+        int ≥ 1 (1), the training log-loss is evaluated once every ``eval_every`` epochs
+        (then ``n_iter_no_change`` counts these rounds; :class:`~xclib.base.EvalEvery`)
     batch_size : int, n (default 10; the paper's 100 is ``batch_size=100``, which chapter 1
         passes): at n = 100 an epoch makes ten times fewer steps, and a default fit of NCE
         stopped 0.11 (ALOI's histograms, first 100 objects) and 0.08 (CLEF, K = 63) below

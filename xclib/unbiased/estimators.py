@@ -15,7 +15,7 @@ from .._numba import SHUFFLE_MODES, csr_arrays, draw_other_classes, epoch_order
 from ..base import (
     ALPHA, DECAY_ADAPTIVE, LEARNING_RATE_AUTO, MAX_ITER, N_EPOCHS, N_ITER_NO_CHANGE, RANDOM_STATE,
     STOP_TOL, TOL, VERBOSE, WARM_START, Interval,
-    IterativeSoftmaxEstimator, StrOptions, max_row_norm,
+    EVAL_EVERY, EvalEvery, IterativeSoftmaxEstimator, StrOptions, max_row_norm,
 )
 from ..streaming import StreamingFit, row_log_losses
 from .implicit_epoch import implicit_epoch
@@ -64,6 +64,10 @@ _SHARED_DOC = """
         by ``tol`` (scikit-learn's rule; under the adaptive schedule such a stall first cuts
         the step, and stops the fit at the fourth cut); None runs all ``n_epochs`` (the
         paper's protocol)
+    eval_every : int ≥ 1, default 1: the training log-loss (history, divergence, stopping:
+        ``n_iter_no_change`` then counts rounds) is evaluated once every ``eval_every``
+        epochs; at large N·K that pass costs more than an epoch of O(D) steps
+        (:class:`~xclib.base.EvalEvery`)
     alpha : float ≥ 0, ridge: the objective is mean log-loss + (alpha/2)‖W‖²; Fagan &
         Iyengar's μ (eq. 2, a sum over datapoints) is ``alpha·N``. The paper's experiments use
         μ = 0: pass ``alpha=0.0`` to reproduce them.
@@ -77,7 +81,7 @@ _SHARED_DOC = """
 """
 
 
-class _DoubleSumSGD(IterativeSoftmaxEstimator):
+class _DoubleSumSGD(EvalEvery, IterativeSoftmaxEstimator):
     """Shared parts: W = 0 and u = log K at start, η_t = η₀·decay^epoch, one epoch = N steps
     of one datapoint and one class ``k ≠ y_i``."""
 
@@ -85,6 +89,7 @@ class _DoubleSumSGD(IterativeSoftmaxEstimator):
     _parameter_constraints = {
         "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
         "decay": DECAY_ADAPTIVE, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
+        "eval_every": EVAL_EVERY,
         "shuffle": [StrOptions(set(SHUFFLE_MODES))],
         "u_init": [None, Interval(Real, 0, None, closed="left")],  # and <= log K (_init_state)
         "random_state": RANDOM_STATE, "verbose": VERBOSE, "warm_start": WARM_START,
@@ -181,6 +186,7 @@ class VanillaSGD(StreamingFit, _DoubleSumSGD):
         return step
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 eval_every=1,
                  formulation="proposed", alpha=1e-4, decay="auto", shuffle="uniform",
                  u_init=None, n_sampled=1, class_sampling="others", random_state=None,
                  verbose=False, warm_start=False):
@@ -188,6 +194,7 @@ class VanillaSGD(StreamingFit, _DoubleSumSGD):
         self.n_epochs = n_epochs
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.eval_every = eval_every
         self.formulation = formulation
         self.n_sampled = n_sampled
         self.class_sampling = class_sampling
@@ -247,11 +254,13 @@ class UMax(VanillaSGD):
         return float(self._auto_learning_rate)
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 eval_every=1,
                  delta=1.0, formulation="proposed", alpha=1e-4, decay="auto", shuffle="uniform",
                  u_init=None, n_sampled=1, class_sampling="others", random_state=None,
                  verbose=False, warm_start=False):
         super().__init__(learning_rate=learning_rate, n_epochs=n_epochs, tol=tol,
-                         n_iter_no_change=n_iter_no_change, formulation=formulation, alpha=alpha, decay=decay, shuffle=shuffle,
+                         n_iter_no_change=n_iter_no_change, eval_every=eval_every,
+                         formulation=formulation, alpha=alpha, decay=decay, shuffle=shuffle,
                          u_init=u_init, n_sampled=n_sampled, class_sampling=class_sampling,
                          random_state=random_state, verbose=verbose, warm_start=warm_start)
         self.delta = delta
@@ -281,12 +290,14 @@ class ImplicitSGD(StreamingFit, _DoubleSumSGD):
     _auto_learning_rate = 1.0
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 eval_every=1,
                  alpha=1e-4, solver_tol=1e-10, solver="newton", decay="auto", shuffle="uniform",
                  u_init=None, random_state=None, verbose=False, warm_start=False):
         self.learning_rate = learning_rate
         self.n_epochs = n_epochs
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.eval_every = eval_every
         self.alpha = alpha
         self.solver_tol = solver_tol
         self.solver = solver
@@ -335,7 +346,8 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         ``η/n`` here; an epoch is ``ceil(N/n)`` steps, so a rate comparable to ImplicitSGD's
         ``η₁`` is about ``n·η₁`` (each ``u_i`` then moves as under ImplicitSGD). ``"auto"``
         (default): 10 on the rows divided by a power of two, as :class:`~xclib.ImplicitSGD`.
-    n_epochs, tol, n_iter_no_change : at most ``n_epochs`` epochs, stopping as ImplicitSGD's
+    n_epochs, tol, n_iter_no_change, eval_every : at most ``n_epochs`` epochs, stopping and
+        evaluating as ImplicitSGD's
     decay : "auto" (default), "adaptive" or float in (0, 1]: a number is the
         per-epoch factor of the papers' schedule (0.9 in the papers); "adaptive" holds the step
         while the loss falls and divides it by 5 when it stalls or blows up
@@ -361,6 +373,7 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
     _parameter_constraints = {
         "learning_rate": LEARNING_RATE_AUTO, "n_epochs": N_EPOCHS, "alpha": ALPHA,
         "decay": DECAY_ADAPTIVE, "tol": STOP_TOL, "n_iter_no_change": N_ITER_NO_CHANGE,
+        "eval_every": EVAL_EVERY,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_sampled": [Interval(Integral, 1, None, closed="left")],
         "solver_tol": TOL, "solver_max_iter": MAX_ITER,
@@ -369,6 +382,7 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
     }
 
     def __init__(self, *, learning_rate="auto", n_epochs=100, tol=1e-3, n_iter_no_change=5,
+                 eval_every=1,
                  batch_size=10, n_sampled=5, alpha=1e-4, decay="auto", solver_tol=1e-8,
                  solver_max_iter=50, u_init=None, random_state=None, verbose=False,
                  warm_start=False):
@@ -376,6 +390,7 @@ class MinibatchImplicitSGD(_DoubleSumSGD):
         self.n_epochs = n_epochs
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.eval_every = eval_every
         self.batch_size = batch_size
         self.n_sampled = n_sampled
         self.alpha = alpha
