@@ -51,8 +51,7 @@ PAPER_T1 = {"MNIST": (60000, "10", 780), "Bibtex": (4880, "147 (159)", 1836),
             "Delicious": (12920, "350 (983)", 500)}
 #: the paper's Table 2 (tuned η₀ on the authors' scale), for the three sets we have
 PAPER_T2 = {
-    "MNIST": {"OVE": 10, "NCE": 10, "IS": 10, "Vanilla": 1e-2, "U-max": 10,
-              "Implicit": 0.1},
+    "MNIST": {"OVE": 10, "NCE": 10, "IS": 10, "Vanilla": 1e-2, "U-max": 10, "Implicit": 0.1},
     "Bibtex": {"OVE": 100, "NCE": 100, "IS": 100, "Vanilla": 1e-2, "U-max": 0.1,
                "Implicit": 10},
     "Delicious": {"OVE": 10, "NCE": 1000, "IS": 1000, "Vanilla": 1e-3, "U-max": 1e-2,
@@ -99,12 +98,13 @@ def protocol_card(data, cfg, seed):
     card = []
     for name, (X, y) in data.items():
         pn, pk, pd_ = PAPER_T1.get(name, ("–", "–", "–"))
+        grid = cfg["grid"] if name in PAPER_T2 else "10^{-3..3}"
         card.append({"dataset": name, "N (paper)": pn, "N (ours)": X.shape[0],
                      "K (paper)": pk, "K (ours)": int(y.max() + 1),
                      "D (paper)": pd_, "D (ours)": X.shape[1],
                      "epochs (paper / ours)": f"50 / {cfg['n_epochs']}",
-                     "tuning (paper / ours)": "10^{-3..3}, 10 %, 50 ep. / "
-                     f"{cfg['grid']}, {cfg['tune_fraction']:.0%}, {cfg['tune_epochs']} ep.",
+                     "tuning (paper / ours)": f"10^{{-3..3}}, 10 %, 50 ep. / {grid}, "
+                     f"{cfg['tune_fraction']:.0%}, {cfg['tune_epochs']} ep.",
                      "batch n, classes m (paper = ours)": "OVE/NCE/IS 100, 5; others 1, 1",
                      "seeds (paper / ours)": f"1 / {seed} ({len(cfg['seeds'])} on Bibtex)"})
     return pd.DataFrame(card).set_index("dataset").T
@@ -117,11 +117,11 @@ def subsample(X, y, fraction):
 
 
 def final_loss(est, n_epochs=None):
-    """The train log-loss after the last epoch; +inf for a run that diverged or stopped
-    before ``n_epochs`` (default: the estimator's)."""
+    """The train log-loss after the last epoch (of any ``eval_every``); +inf for a run that
+    diverged or stopped before ``n_epochs`` (default: the estimator's)."""
     n_epochs = est.n_epochs if n_epochs is None else n_epochs
-    h = est.history_["train_loss"]
-    return h[-1] if (not est.diverged_ and len(h) == n_epochs) else np.inf
+    h, epochs = est.history_["train_loss"], est.history_["epoch"]
+    return h[-1] if (not est.diverged_ and h and epochs[-1] == n_epochs) else np.inf
 
 
 def to_paper_scale(method, lr):
@@ -153,8 +153,7 @@ def tune_rate(fit, grid, n_epochs, lowest=1e-7, highest=1e7):
         for lr in grid:
             if lr not in runs:
                 runs[lr] = fit(lr)
-        losses = {lr: final_loss(e, n_epochs) for lr, e in runs.items()}
-        best = min(losses, key=losses.get)
+        best = best_rate({lr: final_loss(e, n_epochs) for lr, e in runs.items()})
         lo, hi = min(runs), max(runs)
         if best == lo and lo > lowest:
             grid = [lo / 10]
@@ -210,15 +209,12 @@ def fit_quietly(est, X, y, warm=False):
 def table3(final, data):
     """Final log-loss relative to Implicit SGD's, ours beside the paper's Table 3."""
     t3 = final.div(final["Implicit"], axis=0)
-    rows = []
-    for n, (_, y) in data.items():
-        row = {"dataset": n, "log K": math.log(int(y.max() + 1))}
-        for m in METHODS:
-            row[(m, "ours")] = t3.loc[n, m]
-            if n in PAPER_T3:
-                row[(m, "paper")] = PAPER_T3[n][METHODS.index(m)]
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("dataset")
+    cols = {("log K", ""): {n: math.log(int(y.max() + 1)) for n, (_, y) in data.items()}}
+    for m in METHODS:
+        cols[(m, "ours")] = {n: t3.loc[n, m] for n in data}
+        cols[(m, "paper")] = {n: PAPER_T3[n][METHODS.index(m)] if n in PAPER_T3 else np.nan
+                              for n in data}
+    return pd.DataFrame(cols).rename_axis("dataset")
 
 
 def best_rate(losses):
@@ -411,7 +407,8 @@ def plot_figure1(runs, data, ref, ref_label):
         for m, mk in zip(METHODS, "os^vDx"):  # distinct markers: runs that coincide show
             h = runs[(name, m)].history_
             ax.plot(h["epoch"], h["train_loss"], label=m, ls="--" if m in SAMPLED else "-",
-                    marker=mk, markevery=7 + METHODS.index(m) % 3, ms=4, mfc="none")
+                    marker=mk, markevery=max(1, (7 + METHODS.index(m) % 3) * len(h["epoch"])
+                                             // 50), ms=4, mfc="none")
         ax.axhline(math.log(int(data[name][1].max() + 1)), color="grey", ls=":", lw=1,
                    label="log K (W = 0)")
         ax.axhline(ref[name]["loss"], color="k", ls="--", lw=1, label=ref_label)
@@ -419,7 +416,7 @@ def plot_figure1(runs, data, ref, ref_label):
         ax.set_title(name)
         ax.set_xlabel("epoch")
     axes[0].set_ylabel("train log-loss")
-    axes[-1].legend(fontsize=7)
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside
     fig.tight_layout()
     return fig
 
