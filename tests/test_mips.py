@@ -161,6 +161,12 @@ def test_hnsw_recall_and_update():
     Xp = sp.csr_matrix(np.abs(X.toarray()) + 0.01)
     r, _ = o.query(Xp, np.zeros(Xp.shape[0], np.int64))
     assert np.mean(r == 3) >= 0.95
+    assert o.n_rebuilds == 0                       # one row: replaced in place
+    V = -V; V[7] = 50 * np.abs(V).max()            # every row changed: a fresh graph
+    o.update(V, np.arange(V.shape[0]))
+    assert o.n_rebuilds == 1
+    r, _ = o.query(Xp, np.zeros(Xp.shape[0], np.int64))
+    assert np.mean(r == 7) >= 0.95
 
 
 def _faiss_problem(K=5000, D=32, n=200, seed=0):

