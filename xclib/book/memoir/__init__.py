@@ -148,7 +148,8 @@ def real_summary(runs, base):
     macro-F1, hinge, seconds and inner products, and the baselines' rows."""
     final = _finals(runs)
     summary = final.groupby(["dataset", "oracle"], sort=False).agg(
-        accuracy=("accuracy", "mean"), spread=("accuracy", lambda a: a.max() - a.min()),
+        accuracy=("accuracy", "mean"),
+        spread=("accuracy", lambda a: a.max() - a.min() if len(a) > 1 else np.nan),
         macro_f1=("macro_f1", "mean"), hinge=("hinge", "mean"),
         train_s=("train_s", "mean"), inner_products=("inner_products", "mean"))
     for (name, who), r in base.items():
@@ -261,9 +262,11 @@ def record_label_metrics(report, labels, table):
 
 
 def summarise_aloi(aloi_runs):
-    """ALOI's table: per model the mean of its seeds (accuracy also as a spread)."""
+    """ALOI's table: per model the mean of its seeds (accuracy also as a spread, where
+    there are several)."""
     return aloi_runs.drop(columns="coef").groupby("model", sort=False).agg(
-        accuracy=("accuracy", "mean"), spread=("accuracy", lambda a: a.max() - a.min()),
+        accuracy=("accuracy", "mean"),
+        spread=("accuracy", lambda a: a.max() - a.min() if len(a) > 1 else np.nan),
         macro_f1=("macro_f1", "mean"), recall=("recall", "mean"),
         ip_per_query=("ip_per_query", "mean"), train_s=("train_s", "mean"),
         predict_s=("predict_s", "mean"), memory_MB=("memory_MB", "mean"),
